@@ -1,0 +1,15 @@
+// OpenMP-backed thread control.
+#include "base/parallel.h"
+
+#include <omp.h>
+
+namespace bertfit {
+
+int num_threads() { return omp_get_max_threads(); }
+void set_num_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+int omp_thread_index() { return omp_get_thread_num(); }
+int omp_thread_count() { return omp_get_num_threads(); }
+
+}  // namespace bertfit

@@ -1,0 +1,36 @@
+// The only door to oneDNN: fp32 (and later bf16-input) matrix products with cached primitives.
+// All matrices are row-major. Letters: M rows of activations, K input features, N outputs.
+#pragma once
+
+#include <cstdint>
+
+namespace bertfit {
+
+// y (M,N) = x (M,K) · wᵀ + bias, with w (N,K) as a PyTorch Linear weight; bias (N) or nullptr.
+void linear_forward(float* y, const float* x, const float* w, const float* bias, std::int64_t M,
+                    std::int64_t K, std::int64_t N);
+
+// dx (M,K) += dy (M,N) · w (N,K).
+void linear_backward_input(float* dx, const float* dy, const float* w, std::int64_t M,
+                           std::int64_t K, std::int64_t N);
+
+// dw (N,K) += dyᵀ (N,M) · x (M,K).
+void linear_backward_weight(float* dw, const float* dy, const float* x, std::int64_t M,
+                            std::int64_t K, std::int64_t N);
+
+// General strided batched product: for b in [0, batch):
+//   c_b (M,N) = alpha · op(a_b) · op(b_b) + beta · c_b
+// where op(a) is (M,K) (or its transpose stored (K,M) when trans_a), op(b) is (K,N) (stored
+// (N,K) when trans_b). lda/ldb/ldc are row strides; stride_* the batch strides, in floats.
+struct MatmulDesc {
+  std::int64_t batch = 1, M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+void matmul(const MatmulDesc& d, const float* a, const float* b, float* c);
+
+// Threads used by oneDNN follow OpenMP (base/parallel.h).
+
+}  // namespace bertfit

@@ -1,0 +1,27 @@
+// Multi-head scaled dot-product attention with a key padding mask and dropout on the
+// probabilities, reading a fused QKV projection. HF semantics: scores = (q / sqrt(D)) · kᵀ;
+// keys with mask 0 get probability exactly 0 (HF fills with the dtype's lowest value).
+#pragma once
+
+#include <cstdint>
+
+namespace bertfit {
+
+struct AttentionShape {
+  int B, T, C, H;  // batch, tokens per sequence, channels, heads (D = C / H)
+};
+
+// qkv: (B,T,3C) rows laid out [q(C) | k(C) | v(C)], head h at channels [h·D, (h+1)·D).
+// mask: (B,T) 1 = real token, 0 = padding (keys only are masked, as HF).
+// probs: (B,H,T,T) softmax output BEFORE dropout, saved for backward.
+// out: (B,T,C) the heads concatenated (head h at channels h·D..).
+// Dropout with probability p on the probabilities, mask from dropout_keep(key, index) where
+// index = ((b·H + h)·T + i)·T + j; p == 0 disables it.
+void attention_forward(float* out, float* probs, const float* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key);
+
+// dqkv (B,T,3C) += gradient w.r.t. qkv, from dout (B,T,C). Same p and key as the forward.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        AttentionShape s, float p, std::uint64_t key);
+
+}  // namespace bertfit

@@ -1,0 +1,29 @@
+// AdamW exactly as torch.optim.AdamW (1.13, single-tensor path) and gradient-norm helpers.
+#pragma once
+
+#include <cstdint>
+
+namespace bertfit {
+
+struct AdamWParams {
+  float lr;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // applied only when the caller passes decay = true
+  std::int64_t step = 1;      // 1-based step for bias correction
+};
+
+// Over n elements: p *= 1 - lr·wd (if decay); m = b1·m + (1-b1)·g; v = b2·v + (1-b2)·g²;
+// p -= (lr / (1-b1^t)) · m / (sqrt(v) / sqrt(1-b2^t) + eps). Same float operation order as
+// PyTorch so that trajectories match to rounding.
+void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  const AdamWParams& h, bool decay);
+
+// Sum of squares of x[0..n) in double.
+double sum_squares(const float* x, std::int64_t n);
+
+// x *= s over n elements.
+void scale_inplace(float* x, std::int64_t n, float s);
+
+}  // namespace bertfit

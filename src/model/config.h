@@ -1,0 +1,63 @@
+// ModelConfig: the arithmetic-relevant fields of a Hugging Face config.json for DistilBERT and
+// BERT sequence classifiers, parsed with clear errors, and written back so that transformers'
+// from_pretrained accepts it. Field names below are architecture-neutral; the comments give
+// the HF keys (distilbert / bert).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace bertfit {
+
+enum class Arch { kDistilBert, kBert };
+enum class Activation { kGelu, kGeluNew, kRelu };
+
+const char* arch_name(Arch a);              // "distilbert" / "bert"
+const char* activation_name(Activation a);  // "gelu" / "gelu_new" / "relu"
+
+struct ModelConfig {
+  Arch arch = Arch::kDistilBert;
+  int vocab_size = 30522;             // vocab_size
+  int hidden = 768;                   // dim / hidden_size                      (C)
+  int layers = 6;                     // n_layers / num_hidden_layers           (L)
+  int heads = 12;                     // n_heads / num_attention_heads          (H)
+  int intermediate = 3072;            // hidden_dim / intermediate_size         (I)
+  int max_positions = 512;            // max_position_embeddings
+  int type_vocab_size = 0;            // - / type_vocab_size (0: no token-type embeddings)
+  Activation activation = Activation::kGelu;  // activation / hidden_act
+  double layer_norm_eps = 1e-12;      // fixed 1e-12 / layer_norm_eps
+  double hidden_dropout = 0.1;        // dropout / hidden_dropout_prob
+  double attention_dropout = 0.1;     // attention_dropout / attention_probs_dropout_prob
+  double classifier_dropout = 0.2;    // seq_classif_dropout / classifier_dropout ?? hidden_dropout_prob
+  int num_labels = 2;                 // len(id2label) or num_labels
+  std::vector<std::string> id2label;  // size num_labels; default LABEL_i
+  std::string problem_type;           // "", "regression", "single_label_classification"
+  int pad_token_id = 0;
+  double initializer_range = 0.02;
+
+  int head_dim() const { return hidden / heads; }
+  bool is_regression() const { return num_labels == 1 || problem_type == "regression"; }
+
+  // HF defaults (distilbert-base-uncased / bert-base-uncased sizes).
+  static ModelConfig defaults(Arch arch);
+};
+
+// Parses config.json text. `source` names the file in error messages. Throws Error for an
+// unknown model_type, a missing or ill-typed field, or an unsupported value (e.g. activation
+// "silu", sinusoidal_pos_embds true, position_embedding_type other than "absolute",
+// problem_type multi_label_classification, hidden not divisible by heads).
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+ModelConfig load_model_config(const std::string& path);
+
+// Applies "key=value" overrides using HF key names (value parsed as JSON when it parses,
+// else as a string), e.g. "n_layers=2", "hidden_act=gelu_new". Throws Error naming the key.
+void apply_config_override(nlohmann::json& hf_json, const std::string& key_value);
+
+// The HF config.json for this config (with architectures, id2label/label2id, model_type,
+// every field from_pretrained reads). Unknown keys in `original` (if given) are preserved.
+std::string model_config_to_json(const ModelConfig& config);
+
+}  // namespace bertfit
