@@ -10,6 +10,10 @@ namespace bertfit {
 int num_threads();
 void set_num_threads(int n);
 
+// Wrappers so headers need not include omp.h.
+int omp_thread_index();
+int omp_thread_count();
+
 // Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread.
 // Falls back to a single call when n is small (below min_per_thread per thread).
 template <class Body>
@@ -29,9 +33,5 @@ void parallel_for(std::int64_t n, std::int64_t min_per_thread, Body&& body) {
     if (begin < end) body(begin, end);
   }
 }
-
-// Wrappers so headers need not include omp.h.
-int omp_thread_index();
-int omp_thread_count();
 
 }  // namespace bertfit

@@ -21,6 +21,10 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
                        AttentionShape s, float p, std::uint64_t key);
 
 // dqkv (B,T,3C) += gradient w.r.t. qkv, from dout (B,T,C). Same p and key as the forward.
+// Uses dS = P ⊙ (dP - rowsum(dP ⊙ P)) on the saved probs, so masked keys (P = 0) get nothing.
+// A sequence with no real key has uniform rows (as HF); its rows still pass this gradient to
+// q and k, as BERT's additive mask does (DistilBERT's masked_fill would pass none). Such
+// sequences do not occur in practice: [CLS] is always a real token.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         AttentionShape s, float p, std::uint64_t key);
 

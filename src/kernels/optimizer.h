@@ -5,12 +5,15 @@
 
 namespace bertfit {
 
+// Hyperparameters are double, as the Python floats torch receives: torch rounds each scalar
+// (e.g. 1 - beta1 = 0.09999999999999998) to float only where it meets a float tensor, and
+// float(1 - 0.9) != 1 - 0.9f, so float fields could not reproduce its trajectory.
 struct AdamWParams {
-  float lr;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;  // applied only when the caller passes decay = true
+  double lr;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // applied only when the caller passes decay = true
   std::int64_t step = 1;      // 1-based step for bias correction
 };
 

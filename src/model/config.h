@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace bertfit {
 
@@ -20,21 +19,21 @@ const char* activation_name(Activation a);  // "gelu" / "gelu_new" / "relu"
 
 struct ModelConfig {
   Arch arch = Arch::kDistilBert;
-  int vocab_size = 30522;             // vocab_size
-  int hidden = 768;                   // dim / hidden_size                      (C)
-  int layers = 6;                     // n_layers / num_hidden_layers           (L)
-  int heads = 12;                     // n_heads / num_attention_heads          (H)
-  int intermediate = 3072;            // hidden_dim / intermediate_size         (I)
-  int max_positions = 512;            // max_position_embeddings
-  int type_vocab_size = 0;            // - / type_vocab_size (0: no token-type embeddings)
+  int vocab_size = 30522;                     // vocab_size
+  int hidden = 768;                           // dim / hidden_size                      (C)
+  int layers = 6;                             // n_layers / num_hidden_layers           (L)
+  int heads = 12;                             // n_heads / num_attention_heads          (H)
+  int intermediate = 3072;                    // hidden_dim / intermediate_size         (I)
+  int max_positions = 512;                    // max_position_embeddings
+  int type_vocab_size = 0;                    // - / type_vocab_size (0: no token-type embeddings)
   Activation activation = Activation::kGelu;  // activation / hidden_act
-  double layer_norm_eps = 1e-12;      // fixed 1e-12 / layer_norm_eps
-  double hidden_dropout = 0.1;        // dropout / hidden_dropout_prob
-  double attention_dropout = 0.1;     // attention_dropout / attention_probs_dropout_prob
-  double classifier_dropout = 0.2;    // seq_classif_dropout / classifier_dropout ?? hidden_dropout_prob
-  int num_labels = 2;                 // len(id2label) or num_labels
-  std::vector<std::string> id2label;  // size num_labels; default LABEL_i
-  std::string problem_type;           // "", "regression", "single_label_classification"
+  double layer_norm_eps = 1e-12;              // fixed 1e-12 / layer_norm_eps
+  double hidden_dropout = 0.1;                // dropout / hidden_dropout_prob
+  double attention_dropout = 0.1;             // attention_dropout / attention_probs_dropout_prob
+  double classifier_dropout = 0.2;            // seq_classif_dropout / classifier_dropout ?? hidden
+  int num_labels = 2;                         // len(id2label) or num_labels
+  std::vector<std::string> id2label;          // size num_labels; default LABEL_i
+  std::string problem_type;                   // "", "regression", "single_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
 
@@ -43,21 +42,40 @@ struct ModelConfig {
 
   // HF defaults (distilbert-base-uncased / bert-base-uncased sizes).
   static ModelConfig defaults(Arch arch);
+
+  bool operator==(const ModelConfig&) const = default;
 };
+
+Arch parse_arch(const std::string& name);  // "distilbert" / "bert"; Error otherwise
 
 // Parses config.json text. `source` names the file in error messages. Throws Error for an
 // unknown model_type, a missing or ill-typed field, or an unsupported value (e.g. activation
 // "silu", sinusoidal_pos_embds true, position_embedding_type other than "absolute",
 // problem_type multi_label_classification, hidden not divisible by heads).
+// Required keys: model_type, vocab_size and the four sizes (dim/hidden_size, n_layers/
+// num_hidden_layers, n_heads/num_attention_heads, hidden_dim/intermediate_size); every other
+// key falls back to the HF default. Labels: id2label (keys "0".."K-1"), else num_labels, else
+// 2; label2id and num_labels, when present, must agree with it.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+ModelConfig parse_model_config_json(const nlohmann::json& hf_json, const std::string& source);
 ModelConfig load_model_config(const std::string& path);
 
 // Applies "key=value" overrides using HF key names (value parsed as JSON when it parses,
 // else as a string), e.g. "n_layers=2", "hidden_act=gelu_new". Throws Error naming the key.
+// Accepted keys: those of the model_type's HF config class, the label keys (num_labels,
+// id2label, label2id, problem_type) and any key already in hf_json; model_type itself is not.
+// "num_labels=K" is applied as set_num_labels.
 void apply_config_override(nlohmann::json& hf_json, const std::string& key_value);
 
+// Replaces id2label / label2id with K generic labels LABEL_0 .. LABEL_{K-1} (and drops a
+// num_labels key). Throws Error if num_labels < 1.
+void set_num_labels(nlohmann::json& hf_json, int num_labels);
+
 // The HF config.json for this config (with architectures, id2label/label2id, model_type,
-// every field from_pretrained reads). Unknown keys in `original` (if given) are preserved.
+// every field from_pretrained reads), keys sorted and indented as transformers writes them.
 std::string model_config_to_json(const ModelConfig& config);
+// The same, keeping the keys of `original` (the config.json it was loaded from) that the
+// config does not determine, e.g. "_name_or_path", "finetuning_task", "qa_dropout".
+std::string model_config_to_json(const ModelConfig& config, const nlohmann::json& original);
 
 }  // namespace bertfit

@@ -1,0 +1,128 @@
+// `bertfit forward`: one forward (and backward) pass on a batch given as JSON, for parity checks
+// against ../shared/peer/torch_peer.py: prints {"logits": [...], "loss": x} and optionally
+// writes d loss / d parameter for every parameter under its HF name.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/bertfit/commands.h"
+#include "base/error.h"
+#include "base/file.h"
+#include "io/safetensors.h"
+#include "model/bert.h"
+#include "model/model_io.h"
+
+namespace bertfit::cli {
+namespace {
+
+struct ForwardOptions {
+  std::string model_dir, batch_path, grads_path;
+  bool train_mode = false;
+  std::int64_t seed = 42;
+};
+
+// Reads a (B,T) integer matrix; Error naming the file and key when it is ragged or absent.
+std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string& key,
+                                      const std::string& path, int& B, int& T) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].empty()) {
+    throw_error(path, ": \"", key, "\" must be a non-empty list of lists of integers");
+  }
+  const auto& rows = j[key];
+  if (B == 0) {
+    B = static_cast<int>(rows.size());
+    T = rows[0].is_array() ? static_cast<int>(rows[0].size()) : 0;
+  }
+  if (static_cast<int>(rows.size()) != B) throw_error(path, ": \"", key, "\" has ", rows.size(), " rows, expected ", B);
+  std::vector<std::int32_t> out;
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    if (!rows[b].is_array() || static_cast<int>(rows[b].size()) != T || T == 0) {
+      throw_error(path, ": \"", key, "\" row ", b, " must have ", T, " integers");
+    }
+    for (const auto& v : rows[b]) {
+      if (!v.is_number_integer()) throw_error(path, ": \"", key, "\" row ", b, " has a non-integer");
+      out.push_back(v.get<std::int32_t>());
+    }
+  }
+  return out;
+}
+
+void run(const ForwardOptions& o) {
+  ModelState state = load_model(o.model_dir);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(o.batch_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(o.batch_path, ": invalid JSON (", e.what(), ")");
+  }
+  int B = 0, T = 0;
+  auto ids = read_matrix(j, "input_ids", o.batch_path, B, T);
+  std::vector<std::int32_t> mask(ids.size(), 1), types(ids.size(), 0);
+  if (j.contains("attention_mask")) mask = read_matrix(j, "attention_mask", o.batch_path, B, T);
+  if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", o.batch_path, B, T);
+  const ModelConfig& c = state.config;
+  if (T > c.max_positions) throw_error(o.batch_path, ": sequence length ", T, " exceeds max_position_embeddings ", c.max_positions);
+  for (auto id : ids) {
+    if (id < 0 || id >= c.vocab_size) throw_error(o.batch_path, ": token id ", id, " outside the vocabulary [0, ", c.vocab_size, ")");
+  }
+  for (auto t : types) {
+    if (t < 0 || (c.arch == Arch::kBert && t >= c.type_vocab_size)) throw_error(o.batch_path, ": token type id ", t, " out of range");
+  }
+  BertModel model(c, state.layout);
+  Activations acts;
+  ModelInput in{B, T, ids.data(), types.data(), mask.data()};
+  DropoutState dropout{.train = o.train_mode, .seed = static_cast<std::uint64_t>(o.seed)};
+  model.forward(state.params.data(), in, dropout, acts);
+  const int K = c.num_labels;
+  nlohmann::json out;
+  out["logits"] = nlohmann::json::array();
+  for (int b = 0; b < B; ++b) {
+    out["logits"].push_back(std::vector<float>(acts.logits.data() + b * K, acts.logits.data() + (b + 1) * K));
+  }
+  if (j.contains("labels")) {
+    if (!j["labels"].is_array() || static_cast<int>(j["labels"].size()) != B) {
+      throw_error(o.batch_path, ": \"labels\" must have ", B, " entries");
+    }
+    std::vector<float> labels;
+    for (const auto& v : j["labels"]) {
+      if (!v.is_number()) throw_error(o.batch_path, ": \"labels\" must be numbers");
+      float l = v.get<float>();
+      if (!c.is_regression() && (l != static_cast<int>(l) || l < 0 || l >= K)) {
+        throw_error(o.batch_path, ": label ", v.dump(), " is not a class id in [0, ", K, ")");
+      }
+      labels.push_back(l);
+    }
+    out["loss"] = model.loss(labels.data(), 1.0f, acts);
+    if (!o.grads_path.empty()) {
+      AlignedBuffer<float> grads(state.layout.total());
+      model.backward(state.params.data(), grads.data(), in, dropout, acts);
+      std::vector<TensorToWrite> tensors;
+      for (const ParamEntry& e : state.layout.entries()) {
+        tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, grads.data() + e.offset});
+      }
+      write_safetensors(o.grads_path, tensors);
+    }
+  } else if (!o.grads_path.empty()) {
+    throw_error("--grads needs \"labels\" in ", o.batch_path);
+  }
+  std::printf("%s\n", out.dump().c_str());
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<ForwardOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "forward", "One forward pass on a JSON batch (input_ids, attention_mask, token_type_ids, "
+                 "optional labels); prints logits and loss. For parity checks.");
+  cmd->add_option("--model", o->model_dir, "Model folder")->required();
+  cmd->add_option("--batch", o->batch_path, "Batch file (JSON, torch_peer.py's format)")->required();
+  cmd->add_flag("--train-mode", o->train_mode, "Dropout on (as the config sets it)");
+  cmd->add_option("--grads", o->grads_path,
+                  "Write d loss / d parameter for every parameter to this safetensors file");
+  cmd->add_option("--seed", o->seed, "Dropout seed in train mode")->capture_default_str();
+  cmd->callback([o] { run(*o); });
+}
+
+CommandRegistrar registrar(70, setup);
+
+}  // namespace
+}  // namespace bertfit::cli

@@ -1,0 +1,149 @@
+// `bertfit init`: a freshly initialised DistilBERT or BERT classifier as a Hugging Face model
+// folder, from the HF defaults (or a config.json), key=value overrides and a vocabulary.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/bertfit/commands.h"
+#include "base/error.h"
+#include "base/file.h"
+#include "io/json.h"
+#include "model/config.h"
+#include "model/init.h"
+#include "model/model_io.h"
+
+namespace bertfit::cli {
+namespace {
+
+using nlohmann::json;
+
+struct InitOptions {
+  std::string arch;
+  std::string output;
+  std::string config;
+  std::vector<std::string> sets;
+  std::string vocab;
+  int num_labels = 0;  // 0: keep the config's labels
+  std::uint64_t seed = 42;
+};
+
+// The bert-base-uncased vocabulary of the reference folder, looked up from the current
+// directory and from the source tree this binary was built from.
+std::string default_vocab() {
+  std::vector<std::string> candidates = {"../shared/data/vocab/bert-base-uncased.txt"};
+#ifdef BERTFIT_SHARED_DIR
+  candidates.push_back(std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt");
+#endif
+  for (const auto& c : candidates) {
+    if (path_exists(c)) return c;
+  }
+  std::string tried;
+  for (const auto& c : candidates) tried += (tried.empty() ? "" : ", ") + c;
+  throw_error("no --vocab given and the default bert-base-uncased vocabulary is not at ", tried,
+              "; pass --vocab FILE (a vocab.txt, one token per line)");
+}
+
+// The HF defaults of the architecture with the keys of the --config file laid over them.
+json starting_config(const InitOptions& o) {
+  if (o.config.empty()) {
+    if (o.arch.empty()) throw_error("give --arch distilbert|bert (or --config FILE.json)");
+    return json::parse(model_config_to_json(ModelConfig::defaults(parse_arch(o.arch))));
+  }
+  json file = read_json_file(o.config);
+  if (!file.is_object() || !file.contains("model_type") || !file["model_type"].is_string()) {
+    throw_error(o.config, ": missing key 'model_type'; add \"model_type\": \"bert\" (or ",
+                "\"distilbert\") to the file");
+  }
+  const std::string type = file["model_type"].get<std::string>();
+  if (type != "distilbert" && type != "bert") {
+    throw_error(o.config, ": unsupported model_type '", type, "' (distilbert or bert)");
+  }
+  if (!o.arch.empty() && o.arch != type) {
+    throw_error("--arch ", o.arch, " disagrees with model_type '", type, "' in ", o.config);
+  }
+  json hf = json::parse(model_config_to_json(ModelConfig::defaults(parse_arch(type))));
+  if (file.contains("id2label") || file.contains("label2id") || file.contains("num_labels")) {
+    hf.erase("id2label");  // the file's labels replace the default two
+    hf.erase("label2id");
+  }
+  for (const auto& [key, value] : file.items()) hf[key] = value;
+  return hf;
+}
+
+void run_init(const InitOptions& o) {
+  if (path_exists(o.output) && !is_directory(o.output)) {
+    throw_error(o.output, ": --output exists and is not a folder");
+  }
+  json hf = starting_config(o);
+  const bool vocab_size_in_file =
+      !o.config.empty() && read_json_file(o.config).contains("vocab_size");
+  bool vocab_size_set = false;
+  for (const auto& s : o.sets) {
+    apply_config_override(hf, s);
+    vocab_size_set = vocab_size_set || s.rfind("vocab_size=", 0) == 0;
+  }
+  if (o.num_labels > 0) set_num_labels(hf, o.num_labels);
+
+  const std::string vocab_source = o.vocab.empty() ? default_vocab() : o.vocab;
+  const std::string vocab_file =
+      is_directory(vocab_source) ? join_path(vocab_source, "vocab.txt") : vocab_source;
+  const std::int64_t tokens = count_vocab_lines(read_file(vocab_file));
+  if (!vocab_size_set && !vocab_size_in_file) hf["vocab_size"] = tokens;
+
+  const std::string source = o.config.empty() ? "the --arch defaults with --set" : o.config;
+  ModelConfig config = parse_model_config_json(hf, source);
+  if (vocab_size_set && config.vocab_size < tokens) {
+    throw_error("--set vocab_size=", config.vocab_size, " is smaller than the ", tokens,
+                " tokens of ", vocab_file);
+  }
+  if (!vocab_size_set && config.vocab_size != tokens) {
+    throw_error(o.config, ": vocab_size ", config.vocab_size, " differs from the ", tokens,
+                " tokens of ", vocab_file, "; pass a matching --vocab or --set vocab_size=N");
+  }
+  ModelState state(config);
+  state.hf_config = hf;
+  init_params(state.layout, config, o.seed, state.params.data());
+  save_model(o.output, state, vocab_source);
+  std::printf(
+      "initialised %s: %lld parameters (%d layers, hidden %d, %d heads, %d labels, "
+      "seed %llu) -> %s\n",
+      arch_name(config.arch), static_cast<long long>(state.layout.total()), config.layers,
+      config.hidden, config.heads, config.num_labels, static_cast<unsigned long long>(o.seed),
+      o.output.c_str());
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<InitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "init",
+      "Write a freshly initialised sequence classifier as a Hugging Face model folder "
+      "(config.json, model.safetensors, vocab.txt, tokenizer files), initialised as "
+      "transformers does: normal(0, initializer_range) weights, zero biases, unit LayerNorm, a "
+      "zero [PAD] embedding.");
+  cmd->add_option("--arch", o->arch,
+                  "Architecture: distilbert (distilbert-base sizes) or bert (bert-base sizes); "
+                  "optional with --config")
+      ->check(CLI::IsMember({"distilbert", "bert"}));
+  cmd->add_option("--output", o->output, "Model folder to write (created if needed)")->required();
+  cmd->add_option("--config", o->config,
+                  "Start from this HF config.json (model_type distilbert or bert); keys it "
+                  "lacks take the HF defaults");
+  cmd->add_option("--set", o->sets,
+                  "Override a config key with its HF name, e.g. --set n_layers=2 --set "
+                  "hidden_act=gelu_new (value parsed as JSON, else taken as a string); repeatable");
+  cmd->add_option("--vocab", o->vocab,
+                  "vocab.txt (or a model folder holding one); default: the bert-base-uncased "
+                  "vocabulary in ../shared/data/vocab. vocab_size follows its line count unless "
+                  "--set vocab_size=N");
+  cmd->add_option("--num-labels", o->num_labels,
+                  "Number of labels (1: regression); names them LABEL_0 .. LABEL_{N-1}")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "Random seed of the initialisation")->capture_default_str();
+  cmd->callback([o] { run_init(*o); });
+}
+
+CommandRegistrar registrar(80, setup);
+
+}  // namespace
+}  // namespace bertfit::cli

@@ -1,0 +1,39 @@
+// `bertfit train`: fine-tune a model on a GLUE task or custom files (train/trainer.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/bertfit/commands.h"
+#include "apps/bertfit/option_table.h"
+#include "train/trainer.h"
+
+namespace bertfit::cli {
+namespace {
+
+void setup(CLI::App& app) {
+  auto options = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Fine-tune a model folder on a GLUE task (--task T --data DIR) or custom files "
+      "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C). "
+      "Writes the fine-tuned model (HF layout), metrics.jsonl and a resumable checkpoint/ to "
+      "--output.");
+  add_option_table(*cmd, train_option_table(*options));
+  cmd->get_option("--model")->required();
+  cmd->get_option("--output")->required();
+  cmd->callback([options] {
+    TrainSummary s = run_training(*options);
+    nlohmann::json j{{"steps", s.steps},
+                     {"train_seconds", s.seconds},
+                     {"train_samples_per_s", s.samples_per_second},
+                     {"final_loss", s.final_loss}};
+    for (auto& [name, value] : s.dev_metrics) j["eval_" + name] = value;
+    std::printf("%s\n", j.dump().c_str());
+  });
+}
+
+CommandRegistrar registrar(40, setup);
+
+}  // namespace
+}  // namespace bertfit::cli

@@ -1,0 +1,50 @@
+// Encoding examples into token ids and packing them into padded (B,T) batches, B rows and T
+// tokens, row-major. Padding is on the right with id pad_id (0), token type 0 and mask 0,
+// as HF's DataCollatorWithPadding for BERT tokenizers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "data/example.h"
+#include "tokenizer/tokenizer.h"
+
+namespace bertfit {
+
+struct EncodedExample {
+  std::vector<std::int32_t> ids;       // [CLS] a [SEP] (b [SEP]), at most max_len
+  std::vector<std::int32_t> type_ids;  // 0 for a, 1 for b
+  float label = 0.0f;
+};
+
+// Encodes every example with tokenizer.encode(text_a, text_b, max_len) (truncation
+// longest_first), in parallel. Errors name the example's line.
+std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
+                                            const std::vector<Example>& examples, int max_len);
+
+struct Batch {
+  int B = 0, T = 0;
+  std::vector<std::int32_t> input_ids;       // (B,T)
+  std::vector<std::int32_t> token_type_ids;  // (B,T)
+  std::vector<std::int32_t> attention_mask;  // (B,T): 1 for tokens, 0 for padding
+  std::vector<float> labels;                 // (B)
+  std::vector<std::int64_t> example_index;   // (B): the index into `encoded` of each row
+};
+
+struct BatchOptions {
+  // Dynamic padding: T = the longest row rounded up to a multiple of this (1: no rounding).
+  int pad_to_multiple_of = 8;
+  // > 0: pad every batch to exactly this length (HF run_glue's --pad_to_max_length); every
+  // row must fit.
+  int fixed_len = 0;
+  // > 0: dynamic padding rounds up to at most this length (the model's max positions).
+  int max_len = 0;
+  std::int32_t pad_id = 0;
+};
+
+// Packs encoded[indices[0..B)] into one batch (indices non-empty).
+Batch make_batch(const std::vector<EncodedExample>& encoded, std::span<const std::int64_t> indices,
+                 const BatchOptions& options = {});
+
+}  // namespace bertfit

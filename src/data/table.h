@@ -1,0 +1,78 @@
+// Reading delimited data files (TSV, CSV, JSONL) into rows of string fields, restricted to the
+// columns a caller asks for. Every malformed row is reported as "FILE:LINE: ..." (1-based line
+// where the row starts) or, with skip_malformed, skipped and counted.
+//
+// Formats:
+//   TSV   split on TAB only, no quote processing (GLUE text is full of '"'; HF uses QUOTE_NONE).
+//   CSV   RFC 4180: fields may be quoted; "" inside quotes is one '"'; quoted fields may hold
+//         commas and newlines. A '"' inside an unquoted field is kept literally (as Python's csv).
+//   JSONL one JSON object per line; a column is a key; string, number and boolean values are
+//         converted to text (numbers as nlohmann::json prints them, e.g. 1, 2.5).
+// All formats: a UTF-8 BOM is stripped, CRLF line ends are accepted, a missing final newline is
+// fine and blank lines (anywhere) are skipped. The header flag applies to TSV and CSV only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bertfit {
+
+enum class TableFormat { kTsv, kCsv, kJsonl };
+
+// .tsv/.txt -> TSV, .csv -> CSV, .jsonl/.json -> JSONL; Error naming the path otherwise.
+TableFormat table_format_for_path(const std::string& path);
+// "tsv", "csv" or "jsonl" (as given to --format); Error listing the choices otherwise.
+TableFormat parse_table_format(std::string_view name);
+const char* table_format_name(TableFormat format);
+
+// A column spec that is all digits is a 0-based index; anything else is a header name (or a
+// JSONL key; JSONL specs are always keys).
+bool is_index_column(std::string_view spec);
+
+struct TableOptions {
+  std::optional<TableFormat> format;  // unset: from the file extension
+  bool header = true;                 // TSV/CSV: the first non-blank line names the columns
+  bool skip_malformed = false;        // skip (and count) malformed rows instead of failing
+};
+
+// One record of a TSV/CSV file before column selection. error is non-empty for a malformed
+// record (unterminated quote, garbage after a closing quote); fields are then unusable.
+struct TableRecord {
+  std::int64_t line = 0;  // 1-based line where the record starts
+  std::vector<std::string> fields;
+  std::string error;
+};
+
+// Splits TSV or CSV text (BOM already stripped or not) into records, skipping blank lines.
+std::vector<TableRecord> split_records(std::string_view content, TableFormat format);
+
+// Rows restricted to the requested columns, in request order: rows[i][k] is column k of row i.
+struct ColumnTable {
+  std::string path;
+  std::vector<std::string> columns;  // the specs as requested
+  std::vector<std::string> header;   // header names (TSV/CSV with header), else empty
+  std::int64_t header_line = 0;      // 1-based line of the header, 0 if none was read
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::int64_t> lines;  // 1-based line where rows[i] starts
+  std::int64_t skipped_rows = 0;    // malformed rows skipped (skip_malformed)
+};
+
+// Reads path and selects columns. Errors (bertfit::Error): missing/unreadable file, unknown
+// extension, unknown column name (lists the header), a name given for a file without header,
+// and, without skip_malformed, the first malformed row as "FILE:LINE: ...". An empty file or a
+// file with only a header yields no rows: call require_rows() where rows are needed.
+ColumnTable read_columns(const std::string& path, const std::vector<std::string>& columns,
+                         const TableOptions& options = {});
+// The same on in-memory content; path is used for the format (unless given) and in messages.
+ColumnTable parse_columns(std::string_view content, const std::string& path,
+                          const std::vector<std::string>& columns,
+                          const TableOptions& options = {});
+
+// Throws an Error naming the file when it has no data rows, saying whether it was empty, held
+// only a header, or had every row skipped as malformed.
+void require_rows(const ColumnTable& table);
+
+}  // namespace bertfit

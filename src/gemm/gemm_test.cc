@@ -1,0 +1,113 @@
+// gemm vs a double-precision triple loop over awkward shapes, transpositions, alpha/beta,
+// bias, batch strides and the three Linear helpers.
+#include "gemm/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace bertfit {
+namespace {
+
+std::vector<float> random_vec(std::size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Reference for one batch entry with the same conventions as MatmulDesc.
+void ref_matmul(const MatmulDesc& d, const float* a, const float* b, float* c, const float* bias) {
+  for (std::int64_t bt = 0; bt < d.batch; ++bt) {
+    for (std::int64_t i = 0; i < d.M; ++i) {
+      for (std::int64_t j = 0; j < d.N; ++j) {
+        double s = 0;
+        for (std::int64_t k = 0; k < d.K; ++k) {
+          double av = d.trans_a ? a[bt * d.stride_a + k * d.lda + i] : a[bt * d.stride_a + i * d.lda + k];
+          double bv = d.trans_b ? b[bt * d.stride_b + j * d.ldb + k] : b[bt * d.stride_b + k * d.ldb + j];
+          s += av * bv;
+        }
+        float& out = c[bt * d.stride_c + i * d.ldc + j];
+        double bias_v = bias ? bias[j] : 0.0;
+        out = static_cast<float>(d.alpha * s + bias_v + d.beta * out);
+      }
+    }
+  }
+}
+
+// fp32 products of length K with inputs ~N(0,1): the summation error is bounded by about
+// K·eps·Σ|a·b| in the worst case and ~√K·eps·Σ|a·b| typically; Σ|a·b| ≈ 0.64·K. With
+// K ≤ 769 and eps = 6e-8, 1e-4·(1 + |ref|) + 2e-5·K·eps·... is comfortably above the
+// typical error and far below any indexing mistake (errors of order 1).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, std::int64_t K) {
+  double tol = 4.0 * K * 6e-8 * 0.64 * std::sqrt(static_cast<double>(K)) + 1e-5;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+TEST(Gemm, StridedBatchedAllTranspositions) {
+  std::mt19937 rng(1);
+  for (auto [M, N, K] : {std::tuple{1, 1, 1}, {7, 63, 65}, {64, 5, 769}, {17, 33, 8}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        MatmulDesc d;
+        d.batch = 3, d.M = M, d.N = N, d.K = K, d.trans_a = ta, d.trans_b = tb;
+        d.lda = (ta ? M : K) + 3;  // padded rows: leading dimensions larger than the width
+        d.ldb = (tb ? K : N) + 1;
+        d.ldc = N + 2;
+        d.stride_a = (ta ? K : M) * d.lda;
+        d.stride_b = (tb ? N : K) * d.ldb;
+        d.stride_c = M * d.ldc;
+        d.alpha = 0.5f, d.beta = ta ? 1.0f : 0.0f;
+        auto a = random_vec(d.batch * d.stride_a, rng);
+        auto b = random_vec(d.batch * d.stride_b, rng);
+        auto c = random_vec(d.batch * d.stride_c, rng);
+        auto want = c;
+        ref_matmul(d, a.data(), b.data(), want.data(), nullptr);
+        matmul(d, a.data(), b.data(), c.data());
+        expect_close(c, want, K);
+      }
+    }
+  }
+}
+
+TEST(Gemm, LinearForwardAndBackward) {
+  std::mt19937 rng(2);
+  for (auto [M, K, N] : {std::tuple{1, 1, 1}, {7, 64, 65}, {63, 767, 3}, {65, 768, 769}}) {
+    auto x = random_vec(M * K, rng), w = random_vec(N * K, rng), bias = random_vec(N, rng);
+    auto dy = random_vec(M * N, rng);
+    // Forward: y = x wᵀ + b.
+    std::vector<float> y(M * N), y_ref(M * N, 0.0f);
+    linear_forward(y.data(), x.data(), w.data(), bias.data(), M, K, N);
+    MatmulDesc f{.M = M, .N = N, .K = K, .trans_b = true, .lda = K, .ldb = K, .ldc = N};
+    ref_matmul(f, x.data(), w.data(), y_ref.data(), bias.data());
+    expect_close(y, y_ref, K);
+    // dx += dy w (accumulates onto existing values).
+    auto dx = random_vec(M * K, rng);
+    auto dx_ref = dx;
+    linear_backward_input(dx.data(), dy.data(), w.data(), M, K, N);
+    MatmulDesc bi{.M = M, .N = K, .K = N, .lda = N, .ldb = K, .ldc = K, .beta = 1.0f};
+    ref_matmul(bi, dy.data(), w.data(), dx_ref.data(), nullptr);
+    expect_close(dx, dx_ref, N);
+    // dw += dyᵀ x.
+    auto dw = random_vec(N * K, rng);
+    auto dw_ref = dw;
+    linear_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
+    MatmulDesc bw{.M = N, .N = K, .K = M, .trans_a = true, .lda = N, .ldb = K, .ldc = K,
+                  .beta = 1.0f};
+    ref_matmul(bw, dy.data(), x.data(), dw_ref.data(), nullptr);
+    expect_close(dw, dw_ref, M);
+  }
+}
+
+TEST(Gemm, EmptyShapesDoNothing) {
+  std::vector<float> y(4, 7.0f);
+  linear_forward(y.data(), nullptr, nullptr, nullptr, 0, 5, 4);
+  EXPECT_EQ(y[0], 7.0f);
+}
+
+}  // namespace
+}  // namespace bertfit

@@ -1,0 +1,124 @@
+// Pointwise activations with PyTorch's float operation order: GELU (erf form, as
+// torch.nn.functional.gelu), gelu_new (Hugging Face NewGELUActivation), ReLU and tanh.
+#include "kernels/activation.h"
+
+#include <cmath>
+
+#include "base/check.h"
+#include "base/parallel.h"
+#include "kernels/grain.h"
+
+namespace bertfit {
+namespace {
+
+constexpr float kSqrt1_2 = 0.70710678118654752440f;       // 1/√2 (torch: M_SQRT1_2)
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;    // 1/√(2π), the normal density at 0
+constexpr float kGeluNewScale = 0.79788456080286535588f;  // √(2/π)
+constexpr float kGeluNewCubic = 0.044715f;
+
+// gelu(x) = x · Φ(x) = x · 0.5 · (1 + erf(x/√2)); torch: x * 0.5 * (1 + erf(x * M_SQRT1_2)).
+void gelu_fwd(float* out, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    out[i] = xi * 0.5f * (1.0f + std::erf(xi * kSqrt1_2));
+  }
+}
+
+// gelu'(x) = Φ(x) + x · φ(x), φ(x) = exp(-x²/2) / √(2π).
+void gelu_bwd(float* dx, const float* dout, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float cdf = 0.5f * (1.0f + std::erf(xi * kSqrt1_2));
+    const float pdf = std::exp(-0.5f * xi * xi) * kInvSqrt2Pi;
+    dx[i] += dout[i] * (cdf + xi * pdf);
+  }
+}
+
+// gelu_new(x) = 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 x³))), HF's operation order.
+void gelu_new_fwd(float* out, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float inner = kGeluNewScale * (xi + kGeluNewCubic * (xi * xi * xi));
+    out[i] = 0.5f * xi * (1.0f + std::tanh(inner));
+  }
+}
+
+// d/dx: 0.5 (1 + t) + 0.5 x (1 - t²) · √(2/π) (1 + 3 · 0.044715 x²), t = tanh(inner).
+void gelu_new_bwd(float* dx, const float* dout, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float x2 = xi * xi;
+    const float inner = kGeluNewScale * (xi + kGeluNewCubic * (x2 * xi));
+    const float t = std::tanh(inner);
+    const float dinner = kGeluNewScale * (1.0f + 3.0f * kGeluNewCubic * x2);
+    const float d = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * dinner;
+    dx[i] += dout[i] * d;
+  }
+}
+
+// relu(x) = max(x, 0); NaN propagates as in torch.
+void relu_fwd(float* out, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+// torch threshold_backward(grad, result, 0): the gradient passes where the output is > 0.
+void relu_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] += y[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void tanh_fwd(float* out, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = std::tanh(x[i]);
+}
+
+// torch tanh_backward: grad · (1 - y²).
+void tanh_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] += dout[i] * (1.0f - y[i] * y[i]);
+}
+
+}  // namespace
+
+void activation_forward(ActKind kind, float* out, const float* x, std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t b, std::int64_t e) {
+    switch (kind) {
+      case ActKind::kGelu:
+        gelu_fwd(out + b, x + b, e - b);
+        break;
+      case ActKind::kGeluNew:
+        gelu_new_fwd(out + b, x + b, e - b);
+        break;
+      case ActKind::kRelu:
+        relu_fwd(out + b, x + b, e - b);
+        break;
+      case ActKind::kTanh:
+        tanh_fwd(out + b, x + b, e - b);
+        break;
+    }
+  });
+}
+
+void activation_backward(ActKind kind, float* dx, const float* dout, const float* x, const float* y,
+                         std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  const bool reads_x = kind == ActKind::kGelu || kind == ActKind::kGeluNew;
+  CHECK(reads_x ? x != nullptr : y != nullptr, "activation_backward needs ",
+        reads_x ? "the input x" : "the output y");
+  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t b, std::int64_t e) {
+    switch (kind) {
+      case ActKind::kGelu:
+        gelu_bwd(dx + b, dout + b, x + b, e - b);
+        break;
+      case ActKind::kGeluNew:
+        gelu_new_bwd(dx + b, dout + b, x + b, e - b);
+        break;
+      case ActKind::kRelu:
+        relu_bwd(dx + b, dout + b, y + b, e - b);
+        break;
+      case ActKind::kTanh:
+        tanh_bwd(dx + b, dout + b, y + b, e - b);
+        break;
+    }
+  });
+}
+
+}  // namespace bertfit

@@ -1,0 +1,158 @@
+// Activations: fast float kernels against the double reference, element by element, with
+// tolerances derived from the float operations each kernel performs.
+#include "kernels/activation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <vector>
+
+#include "kernels/ref/ref.h"
+#include "kernels/test_util.h"
+
+namespace bertfit {
+namespace {
+
+using testing::all_close;
+using testing::FloatView;
+using testing::kU;
+using testing::Rng;
+
+const std::int64_t kSizes[] = {1, 7, 63, 64, 65, 767, 768, 769, 33 * 768};
+constexpr double kK0 = 0.79788456080286535588;  // √(2/π)
+constexpr double kK1 = 0.044715;
+
+const char* name(ActKind k) {
+  switch (k) {
+    case ActKind::kGelu:
+      return "gelu";
+    case ActKind::kGeluNew:
+      return "gelu_new";
+    case ActKind::kRelu:
+      return "relu";
+    case ActKind::kTanh:
+      return "tanh";
+  }
+  return "?";
+}
+
+// First-order bound on the error of gelu_new's tanh(inner) in float: the inner polynomial
+// takes ~6 roundings (constants included) scaled by sech²(inner), plus tanhf's own <= 2u.
+double gelu_new_tanh_error(double x) {
+  const double inner = kK0 * (x + kK1 * x * x * x);
+  const double sech2 = 1.0 - std::tanh(inner) * std::tanh(inner);
+  return sech2 * kK0 * kU * (3 * std::fabs(x) + 6 * kK1 * std::fabs(x * x * x)) +
+         2 * kU * std::fabs(std::tanh(inner));
+}
+
+// Forward tolerance for element with input x and reference output y (factor 2 over the
+// first-order bound in each case).
+double forward_tol(ActKind kind, double x, double y) {
+  switch (kind) {
+    case ActKind::kGelu:
+      // erff <= 1 ulp (2u) plus 0.5u from rounding x/√2, 1 + erf one rounding (<= 2u):
+      // |δ(1+erf)| <= 4.5u, times 0.5|x|, plus the final product's u|y|.
+      return 2 * (2.25 * kU * std::fabs(x) + kU * std::fabs(y));
+    case ActKind::kGeluNew: {
+      const double t = std::tanh(kK0 * (x + kK1 * x * x * x));
+      return 2 * (0.5 * std::fabs(x) * (gelu_new_tanh_error(x) + kU * std::fabs(1 + t)) +
+                  kU * std::fabs(y));
+    }
+    case ActKind::kRelu:
+      return 0.0;  // exact
+    case ActKind::kTanh:
+      return 4 * kU * std::fabs(y);  // tanhf <= 2 ulp
+  }
+  return 0.0;
+}
+
+// Backward tolerance: |dout|·(error of the derivative) + the rounding of the final
+// multiply-add into dx (u·|dx|), doubled.
+double backward_tol(ActKind kind, double x, double y, double dout, double dx_ref) {
+  double dd = 0.0;  // error of the float derivative
+  switch (kind) {
+    case ActKind::kGelu: {
+      // cdf: 0.5·δ(1+erf) <= 2.25u; pdf = exp(-x²/2)/√(2π): (4 + x²/2)u relative; the
+      // product with x and the sum: 2 more roundings.
+      const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+      const double d = 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * pdf;
+      dd = 2.25 * kU + std::fabs(x * pdf) * (5 + 0.5 * x * x) * kU + 2 * kU * std::fabs(d);
+      break;
+    }
+    case ActKind::kGeluNew: {
+      // d = 0.5(1+t) + 0.5x(1-t²)·k0(1+3k1x²): δ(1-t²) <= 2δt + 2u; ~6 more roundings.
+      const double t = std::tanh(kK0 * (x + kK1 * x * x * x));
+      const double dinner = kK0 * (1 + 3 * kK1 * x * x);
+      const double dt = gelu_new_tanh_error(x);
+      const double d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner;
+      dd = 0.5 * dt + 0.5 * std::fabs(x) * dinner * (2 * dt + 2 * kU + 6 * kU * (1 - t * t)) +
+           2 * kU * std::fabs(d);
+      break;
+    }
+    case ActKind::kRelu:
+      dd = 0.0;
+      break;
+    case ActKind::kTanh:
+      dd = kU * y * y + 2 * kU * std::fabs(1 - y * y);
+      break;
+  }
+  return 2 * (std::fabs(dout) * dd + kU * std::fabs(dx_ref));
+}
+
+TEST(Activation, MatchesReference) {
+  for (ActKind kind : {ActKind::kGelu, ActKind::kGeluNew, ActKind::kRelu, ActKind::kTanh}) {
+    for (std::int64_t n : kSizes) {
+      SCOPED_TRACE(::testing::Message() << name(kind) << " n=" << n);
+      Rng rng(n * 31 + static_cast<int>(kind));
+      FloatView x(n), y(n), dout(n), dx(n);
+      x.fill_uniform(rng, -6, 6);
+      dout.fill_uniform(rng, -1, 1);
+      dx.fill_uniform(rng, -1, 1);
+      activation_forward(kind, y.data(), x.data(), n);
+      const std::vector<double> xd = x.to_double();
+      std::vector<double> ry(n);
+      ref::activation_forward(kind, ry.data(), xd.data(), n);
+      EXPECT_TRUE(all_close(y.data(), ry.data(), n,
+                            [&](std::int64_t i) { return forward_tol(kind, xd[i], ry[i]); }));
+
+      // Backward from the same x and the kernel's own float y (what the model saves).
+      const std::vector<double> yd = y.to_double(), gd = dout.to_double();
+      std::vector<double> rdx = dx.to_double();
+      ref::activation_backward(kind, rdx.data(), gd.data(), xd.data(), yd.data(), n);
+      activation_backward(kind, dx.data(), dout.data(), x.data(), y.data(), n);
+      EXPECT_TRUE(all_close(dx.data(), rdx.data(), n, [&](std::int64_t i) {
+        return backward_tol(kind, xd[i], yd[i], gd[i], rdx[i]);
+      }));
+    }
+  }
+}
+
+TEST(Activation, ReluAndTanhMayRunInPlace) {
+  for (ActKind kind : {ActKind::kRelu, ActKind::kTanh}) {
+    const std::int64_t n = 769;
+    Rng rng(3);
+    FloatView x(n), y(n);
+    x.fill_uniform(rng, -3, 3);
+    activation_forward(kind, y.data(), x.data(), n);
+    activation_forward(kind, x.data(), x.data(), n);
+    EXPECT_EQ(0, std::memcmp(x.data(), y.data(), sizeof(float) * n)) << name(kind);
+  }
+}
+
+TEST(Activation, GeluMatchesKnownValues) {
+  // gelu(1) = Φ(1) = 0.8413447460685429; gelu(-1) = -(1 - Φ(1)); gelu_new(1) from the
+  // tanh formula = 0.8411919906082768.
+  FloatView x(2), y(2);
+  x[0] = 1.0f;
+  x[1] = -1.0f;
+  activation_forward(ActKind::kGelu, y.data(), x.data(), 2);
+  EXPECT_NEAR(y[0], 0.8413447460685429, 4 * kU);
+  EXPECT_NEAR(y[1], -0.15865525393145707, 4 * kU);
+  activation_forward(ActKind::kGeluNew, y.data(), x.data(), 1);
+  EXPECT_NEAR(y[0], 0.8411919906082768, 4 * kU);
+}
+
+}  // namespace
+}  // namespace bertfit

@@ -1,0 +1,215 @@
+// Attention: fast float kernel against the double reference over several shapes, with padded
+// keys, a sequence with no real key, and dropout. Tolerances are per element, from running
+// the error analysis on the actual data (sums of absolute values of the terms involved).
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/parallel.h"
+#include "kernels/ref/ref.h"
+#include "kernels/test_util.h"
+
+namespace bertfit {
+namespace {
+
+using testing::all_close;
+using testing::FloatView;
+using testing::kU;
+using testing::Rng;
+
+constexpr std::uint64_t kKey = 0xfeedbeef12345ull;
+
+struct Data {
+  AttentionShape s;
+  float p;
+  std::vector<std::int32_t> mask;
+  FloatView qkv, dout;
+  Data(AttentionShape shape, float prob, std::uint64_t seed)
+      : s(shape),
+        p(prob),
+        mask(static_cast<std::size_t>(shape.B) * shape.T, 1),
+        qkv(static_cast<std::int64_t>(shape.B) * shape.T * 3 * shape.C),
+        dout(static_cast<std::int64_t>(shape.B) * shape.T * shape.C) {
+    Rng rng(seed);
+    qkv.fill_uniform(rng, -1, 1);
+    dout.fill_uniform(rng, -1, 1);
+    // Sequence 1 has its first key and its last third masked (when T > 1); sequence 2 (if
+    // any) has no real key.
+    for (int b = 1; b < s.B; ++b) {
+      for (int t = 0; t < s.T; ++t) {
+        if (b == 2 || (t == 0 && s.T > 1) || t >= s.T - s.T / 3) mask[b * s.T + t] = 0;
+      }
+    }
+  }
+  std::int64_t q(int b, int t, int h, int d) const {
+    return (static_cast<std::int64_t>(b) * s.T + t) * 3 * s.C + h * (s.C / s.H) + d;
+  }
+  std::int64_t o(int b, int t, int h, int d) const {
+    return (static_cast<std::int64_t>(b) * s.T + t) * s.C + h * (s.C / s.H) + d;
+  }
+  std::int64_t pr(int b, int h, int i, int j) const {
+    return ((static_cast<std::int64_t>(b) * s.H + h) * s.T + i) * s.T + j;
+  }
+};
+
+// First-order error bounds of the float kernel, evaluated on the data (reference probs P and
+// the dropout-scaled P̃). A length-L float sum of terms t errs by <= L·u·Σ|t|.
+//  forward:  δs_ij <= (D+1)·u·Σ_d|q k|/√D;  δP_ij <= P_ij·(2·max_j δs_ij + 4u);
+//            δout_id <= Σ_j (δP̃_ij + (T+1)·u·P̃_ij)·|v_jd|.
+//  backward: A_ij = scale·Σ_d|dO v| bounds |dP|, R_i = Σ_j A_ij·P_ij bounds |r|,
+//            Z_ij = P_ij·(A_ij + R_i) bounds |dS|; δdS <= (T + 2D + 6)·u·Z;
+//            δdQ_id <= (2T + 2D + 8)·u·Σ_j Z_ij|k_jd|/√D, same for dK with q, and
+//            δdV_jd <= (T+2)·u·Σ_i P̃_ij|dO_id|.
+struct Bounds {
+  std::vector<double> out, probs, dqkv;
+};
+
+Bounds error_bounds(const Data& x, const std::vector<double>& P) {
+  const AttentionShape& s = x.s;
+  const int T = s.T, D = s.C / s.H;
+  const double sd = std::sqrt(static_cast<double>(D));
+  const double scale = x.p > 0 ? 1.0 / (1.0 - x.p) : 1.0;
+  Bounds e{std::vector<double>(x.dout.size(), 0.0), std::vector<double>(P.size(), 0.0),
+           std::vector<double>(x.qkv.size(), 0.0)};
+  auto qkv = [&](std::int64_t i) { return std::fabs(static_cast<double>(x.qkv[i])); };
+  for (int b = 0; b < s.B; ++b) {
+    for (int h = 0; h < s.H; ++h) {
+      for (int i = 0; i < T; ++i) {
+        double ds_max = 0.0, R = 0.0;
+        std::vector<double> A(T);
+        for (int j = 0; j < T; ++j) {
+          double qk = 0.0, dov = 0.0;
+          for (int d = 0; d < D; ++d) {
+            qk += qkv(x.q(b, i, h, d)) * qkv(x.q(b, j, h, d) + s.C);
+            dov += std::fabs(x.dout[x.o(b, i, h, d)]) * qkv(x.q(b, j, h, d) + 2 * s.C);
+          }
+          ds_max = std::max(ds_max, (D + 1) * kU * qk / sd);
+          A[j] = scale * dov;
+          R += A[j] * P[x.pr(b, h, i, j)];
+        }
+        for (int j = 0; j < T; ++j) {
+          const double pij = P[x.pr(b, h, i, j)];
+          const double dp = pij * (2 * ds_max + 4 * kU);
+          e.probs[x.pr(b, h, i, j)] = dp;
+          const double Z = pij * (A[j] + R);
+          for (int d = 0; d < D; ++d) {
+            const double vjd = qkv(x.q(b, j, h, d) + 2 * s.C);
+            e.out[x.o(b, i, h, d)] += scale * (dp + (T + 1) * kU * pij) * vjd;
+            e.dqkv[x.q(b, i, h, d)] +=
+                (2 * T + 2 * D + 8) * kU * Z * qkv(x.q(b, j, h, d) + s.C) / sd;
+            e.dqkv[x.q(b, j, h, d) + s.C] +=
+                (2 * T + 2 * D + 8) * kU * Z * qkv(x.q(b, i, h, d)) / sd;
+            e.dqkv[x.q(b, j, h, d) + 2 * s.C] +=
+                (T + 2) * kU * scale * pij * std::fabs(x.dout[x.o(b, i, h, d)]);
+          }
+        }
+      }
+    }
+  }
+  return e;
+}
+
+void check_shape(AttentionShape s, float p) {
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H << " p=" << p);
+  Data x(s, p, s.T * 131 + s.C);
+  const std::int64_t nprobs = static_cast<std::int64_t>(s.B) * s.H * s.T * s.T;
+  FloatView out(x.dout.size()), probs(nprobs), dqkv(x.qkv.size());
+  attention_forward(out.data(), probs.data(), x.qkv.data(), x.mask.data(), s, p, kKey);
+  const std::vector<double> qkvd = x.qkv.to_double();
+  std::vector<double> rout(out.size()), rprobs(nprobs);
+  ref::attention_forward(rout.data(), rprobs.data(), qkvd.data(), x.mask.data(), s, p, kKey);
+  const Bounds e = error_bounds(x, rprobs);
+  // Factor 2 over the first-order bounds; masked keys must be exactly 0 (bound 0).
+  EXPECT_TRUE(all_close(probs.data(), rprobs.data(), nprobs,
+                        [&](std::int64_t i) { return 2 * e.probs[i] + kU * rprobs[i]; }));
+  EXPECT_TRUE(all_close(out.data(), rout.data(), out.size(),
+                        [&](std::int64_t i) { return 2 * e.out[i] + kU * std::fabs(rout[i]); }));
+  // Backward from the kernel's own float probs (what the model saves) on both sides.
+  Rng rng(17);
+  dqkv.fill_uniform(rng, -1, 1);
+  std::vector<double> rd = dqkv.to_double();
+  const std::vector<double> d0 = rd;
+  ref::attention_backward(rd.data(), x.dout.to_double().data(), qkvd.data(),
+                          probs.to_double().data(), s, p, kKey);
+  attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), s, p, kKey);
+  EXPECT_TRUE(all_close(dqkv.data(), rd.data(), dqkv.size(), [&](std::int64_t i) {
+    return 2 * e.dqkv[i] + 2 * kU * (std::fabs(rd[i]) + std::fabs(d0[i]));
+  }));
+}
+
+TEST(Attention, MatchesReference) {
+  for (float p : {0.0f, 0.1f}) {
+    check_shape({1, 1, 1, 1}, p);
+    check_shape({3, 7, 12, 3}, p);     // sequence 2 has no real key
+    check_shape({2, 17, 64, 1}, p);    // D = 64, one head
+    check_shape({2, 65, 128, 2}, p);   // T = 65
+    check_shape({2, 33, 768, 12}, p);  // BERT-base heads
+  }
+}
+
+TEST(Attention, MaskedKeysGetZeroAndEmptyRowsAreUniform) {
+  const AttentionShape s{3, 6, 8, 2};
+  Data x(s, 0.0f, 5);
+  FloatView out(x.dout.size()), probs(static_cast<std::int64_t>(s.B) * s.H * s.T * s.T);
+  attention_forward(out.data(), probs.data(), x.qkv.data(), x.mask.data(), s, 0.0f, kKey);
+  for (int h = 0; h < s.H; ++h) {
+    for (int i = 0; i < s.T; ++i) {
+      for (int j = 0; j < s.T; ++j) {
+        if (x.mask[1 * s.T + j] == 0) {
+          EXPECT_EQ(probs[x.pr(1, h, i, j)], 0.0f);
+        }
+        EXPECT_EQ(probs[x.pr(2, h, i, j)], 1.0f / s.T);
+      }
+    }
+  }
+}
+
+TEST(Attention, MaskedKeysWithHugeScoresDoNotDisturbTheSoftmax) {
+  // All q = 1 and the masked keys' k = 1000: their scores (~1000·√D) would swamp the real
+  // ones if they took part in the max or the sum (exp underflow, then 0/0).
+  const AttentionShape s{2, 6, 8, 2};
+  Data x(s, 0.0f, 6);
+  for (int b = 0; b < s.B; ++b) {
+    for (int t = 0; t < s.T; ++t) {
+      for (int c = 0; c < s.C; ++c) {
+        x.qkv[x.q(b, t, 0, c)] = 1.0f;
+        if (x.mask[b * s.T + t] == 0) x.qkv[x.q(b, t, 0, c) + s.C] = 1000.0f;
+      }
+    }
+  }
+  FloatView out(x.dout.size()), probs(static_cast<std::int64_t>(s.B) * s.H * s.T * s.T);
+  attention_forward(out.data(), probs.data(), x.qkv.data(), x.mask.data(), s, 0.0f, kKey);
+  std::vector<double> rout(out.size()), rprobs(probs.size());
+  ref::attention_forward(rout.data(), rprobs.data(), x.qkv.to_double().data(), x.mask.data(), s,
+                         0.0f, kKey);
+  const Bounds e = error_bounds(x, rprobs);
+  EXPECT_TRUE(all_close(out.data(), rout.data(), out.size(),
+                        [&](std::int64_t i) { return 2 * e.out[i] + kU * std::fabs(rout[i]); }));
+}
+
+TEST(Attention, IndependentOfThreadCount) {
+  const AttentionShape s{2, 9, 24, 3};
+  Data x(s, 0.2f, 8);
+  const int saved = num_threads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    FloatView out(x.dout.size()), probs(static_cast<std::int64_t>(s.B) * s.H * s.T * s.T),
+        dqkv(x.qkv.size());
+    attention_forward(out.data(), probs.data(), x.qkv.data(), x.mask.data(), s, x.p, kKey);
+    attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), s, x.p, kKey);
+    std::vector<float> all(out.data(), out.data() + out.size());
+    all.insert(all.end(), dqkv.data(), dqkv.data() + dqkv.size());
+    results.push_back(all);
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+}  // namespace
+}  // namespace bertfit

@@ -1,0 +1,61 @@
+// Residual add, bias gradient (column sums in double, thread-count independent), and row
+// gather / scatter-add (scatter partitioned by columns: race-free even with repeated rows).
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/check.h"
+#include "base/parallel.h"
+#include "kernels/grain.h"
+
+namespace bertfit {
+
+void add_forward(float* out, const float* a, const float* b, std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+void bias_backward(float* dbias, const float* dout, std::int64_t N, int M) {
+  CHECK(N >= 0 && M > 0, "N = ", N, ", M = ", M);
+  detail::parallel_columns(N, M, [&](int c0, int c1) {
+    const int w = c1 - c0;
+    std::vector<double> acc(w, 0.0);
+    double* a = acc.data();
+    for (std::int64_t r = 0; r < N; ++r) {
+      const float* row = dout + r * M + c0;
+#pragma omp simd
+      for (int c = 0; c < w; ++c) a[c] += row[c];
+    }
+    for (int c = 0; c < w; ++c) dbias[c0 + c] += static_cast<float>(a[c]);
+  });
+}
+
+void gather_rows(float* out, const float* x, const std::int64_t* row_index, std::int64_t R, int C) {
+  CHECK(R >= 0 && C > 0, "R = ", R, ", C = ", C);
+  parallel_for(R, detail::rows_grain(C), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      CHECK(row_index[r] >= 0, "row_index[", r, "] = ", row_index[r]);
+      const float* src = x + row_index[r] * C;
+      std::copy(src, src + C, out + r * C);
+    }
+  });
+}
+
+void scatter_add_rows(float* dx, const float* dout, const std::int64_t* row_index, std::int64_t R,
+                      int C) {
+  CHECK(R >= 0 && C > 0, "R = ", R, ", C = ", C);
+  for (std::int64_t r = 0; r < R; ++r)
+    CHECK(row_index[r] >= 0, "row_index[", r, "] = ", row_index[r]);
+  detail::parallel_columns(R, C, [&](int c0, int c1) {
+    for (std::int64_t r = 0; r < R; ++r) {
+      float* dst = dx + row_index[r] * C;
+      const float* src = dout + r * C;
+      for (int c = c0; c < c1; ++c) dst[c] += src[c];
+    }
+  });
+}
+
+}  // namespace bertfit

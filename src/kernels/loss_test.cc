@@ -1,0 +1,113 @@
+// Cross-entropy and MSE against the double reference, including extreme logits and the CHECK
+// on labels out of range.
+#include "kernels/loss.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/ref/ref.h"
+#include "kernels/test_util.h"
+
+namespace bertfit {
+namespace {
+
+using testing::all_close;
+using testing::FloatView;
+using testing::kU;
+using testing::Rng;
+
+// Both sides evaluate the same double formulas on the same inputs, in a possibly different
+// order: a length-K double reduction differs by <= K·2^-53 relative; 1e-12 covers K <= 100s.
+constexpr double kDoubleTol = 1e-12;
+
+TEST(CrossEntropy, MatchesReference) {
+  for (int B : {1, 3, 17}) {
+    for (int K : {1, 2, 3, 7, 65}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << B << " K=" << K);
+      Rng rng(B * 100 + K);
+      FloatView logits(B * K), probs(B * K), dlogits(B * K);
+      logits.fill_uniform(rng, -5, 5);
+      if (K > 1) {
+        logits[0] = 80.0f;  // exp would overflow in float without the max subtraction
+        logits[1] = -80.0f;
+      }
+      std::vector<std::int32_t> labels(B);
+      for (int b = 0; b < B; ++b) labels[b] = rng.below(K);
+      const double loss = cross_entropy_forward(probs.data(), logits.data(), labels.data(), B, K);
+      std::vector<double> rprobs(B * K);
+      const double rloss =
+          ref::cross_entropy_forward(rprobs.data(), logits.to_double().data(), labels.data(), B, K);
+      EXPECT_NEAR(loss, rloss, kDoubleTol * (1 + std::fabs(rloss)));
+      // probs are double values (equal up to kDoubleTol relative) rounded once to float; below
+      // float's range the rounding error is absolute, <= 2^-150 (half the least subnormal).
+      EXPECT_TRUE(all_close(probs.data(), rprobs.data(), B * K, [&](std::int64_t i) {
+        return (kU + kDoubleTol) * rprobs[i] + 0x1p-150;
+      }));
+      // Backward from the same float probs on both sides: scale·(p - onehot)/B in double,
+      // rounded once to float, then added once to the initial gradient.
+      dlogits.fill_uniform(rng, -1, 1);
+      const float scale = 0.5f;
+      std::vector<double> rd = dlogits.to_double();
+      const std::vector<double> d0 = rd;
+      ref::cross_entropy_backward(rd.data(), probs.to_double().data(), labels.data(), B, K, scale);
+      cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, scale);
+      EXPECT_TRUE(all_close(dlogits.data(), rd.data(), B * K, [&](std::int64_t i) {
+        return kU * (std::fabs(rd[i] - d0[i]) + std::fabs(rd[i]));
+      }));
+    }
+  }
+}
+
+TEST(CrossEntropy, KnownValue) {
+  // Two classes with logits (0, ln 3): p = (1/4, 3/4); label 0 → loss ln 4.
+  FloatView logits(2), probs(2);
+  logits[0] = 0.0f;
+  logits[1] = static_cast<float>(std::log(3.0));
+  const std::int32_t label = 0;
+  const double loss = cross_entropy_forward(probs.data(), logits.data(), &label, 1, 2);
+  EXPECT_NEAR(loss, std::log(4.0), 4 * kU);  // ln 3 rounded to float moves it by <= u·ln 3
+  EXPECT_NEAR(probs[0], 0.25, 4 * kU);
+}
+
+TEST(CrossEntropyDeathTest, LabelOutOfRangeIsAProgrammingError) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  FloatView logits(4), probs(4);
+  logits.fill(0.0f);
+  const std::int32_t labels[2] = {0, 2};
+  EXPECT_DEATH(cross_entropy_forward(probs.data(), logits.data(), labels, 2, 2), "out of range");
+}
+
+TEST(Mse, MatchesReference) {
+  for (int B : {1, 3, 17}) {
+    Rng rng(B);
+    FloatView pred(B), target(B), dpred(B);
+    pred.fill_uniform(rng, -2, 2);
+    target.fill_uniform(rng, 0, 5);
+    dpred.fill_uniform(rng, -1, 1);
+    const std::vector<double> pd = pred.to_double(), td = target.to_double();
+    const double rloss = ref::mse_forward(pd.data(), td.data(), B);
+    EXPECT_NEAR(mse_forward(pred.data(), target.data(), B), rloss, kDoubleTol * rloss);
+    std::vector<double> rd = dpred.to_double();
+    const std::vector<double> d0 = rd;
+    ref::mse_backward(rd.data(), pd.data(), td.data(), B, 0.25);
+    mse_backward(dpred.data(), pred.data(), target.data(), B, 0.25f);
+    // Double formula rounded once, then one float add.
+    EXPECT_TRUE(all_close(dpred.data(), rd.data(), B, [&](std::int64_t i) {
+      return kU * (std::fabs(rd[i] - d0[i]) + std::fabs(rd[i]));
+    }));
+  }
+}
+
+TEST(Mse, KnownValue) {
+  const float pred[2] = {1.0f, 3.0f}, target[2] = {0.0f, 1.0f};
+  EXPECT_EQ(mse_forward(pred, target, 2), 2.5);  // (1 + 4) / 2
+  float d[2] = {0.0f, 0.0f};
+  mse_backward(d, pred, target, 2, 1.0f);
+  EXPECT_EQ(d[0], 1.0f);  // 2·1/2
+  EXPECT_EQ(d[1], 2.0f);  // 2·2/2
+}
+
+}  // namespace
+}  // namespace bertfit

@@ -1,0 +1,66 @@
+// Scalar double-precision references of every kernel in kernels/: the readable specification
+// and the oracle of the tests. Same argument order and semantics as the fast kernels (forward
+// overwrites, backward accumulates with +=), written for clarity, never for speed. Dropout
+// masks come from bertfit::dropout_keep, which defines them.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/optimizer.h"
+
+namespace bertfit::ref {
+
+// ---- LayerNorm: y = (x - mean) / sqrt(var + eps) · w + b, var biased. x, out: (N,C).
+void layernorm_forward(double* out, double* mean, double* rstd, const double* x,
+                       const double* weight, const double* bias, std::int64_t N, int C, double eps);
+void layernorm_backward(double* dx, double* dweight, double* dbias, const double* dout,
+                        const double* x, const double* weight, const double* mean,
+                        const double* rstd, std::int64_t N, int C);
+
+// ---- Activations over n elements (backward reads x for GELU kinds, y for ReLU and tanh).
+void activation_forward(ActKind kind, double* out, const double* x, std::int64_t n);
+void activation_backward(ActKind kind, double* dx, const double* dout, const double* x,
+                         const double* y, std::int64_t n);
+
+// ---- Attention on qkv (B,T,3C), mask (B,T); out (B,T,C), probs (B,H,T,T) before dropout.
+void attention_forward(double* out, double* probs, const double* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key);
+void attention_backward(double* dqkv, const double* dout, const double* qkv, const double* probs,
+                        AttentionShape s, float p, std::uint64_t key);
+
+// ---- Dropout: out = keep ? x / (1-p) : 0.
+void dropout_forward(double* out, const double* x, std::int64_t n, float p, std::uint64_t key);
+void dropout_backward(double* dx, const double* dout, std::int64_t n, float p, std::uint64_t key);
+
+// ---- Elementwise helpers.
+void add_forward(double* out, const double* a, const double* b, std::int64_t n);
+void bias_backward(double* dbias, const double* dout, std::int64_t N, int M);
+void gather_rows(double* out, const double* x, const std::int64_t* row_index, std::int64_t R,
+                 int C);
+void scatter_add_rows(double* dx, const double* dout, const std::int64_t* row_index, std::int64_t R,
+                      int C);
+
+// ---- Embeddings: out = word[id] + pos[position] (+ type[token type]).
+void embedding_forward(double* out, const std::int32_t* ids, const std::int32_t* positions,
+                       const std::int32_t* types, const double* word, const double* pos,
+                       const double* type, std::int64_t N, int C);
+void embedding_backward(double* dword, double* dpos, double* dtype, const double* dout,
+                        const std::int32_t* ids, const std::int32_t* positions,
+                        const std::int32_t* types, std::int64_t N, int C, int pad_id);
+
+// ---- Losses, averaged over the batch.
+double cross_entropy_forward(double* probs, const double* logits, const std::int32_t* labels, int B,
+                             int K);
+void cross_entropy_backward(double* dlogits, const double* probs, const std::int32_t* labels, int B,
+                            int K, double scale);
+double mse_forward(const double* pred, const double* target, int B);
+void mse_backward(double* dpred, const double* pred, const double* target, int B, double scale);
+
+// ---- AdamW in exact arithmetic order of the formula (not torch's float rounding).
+void adamw_update(double* param, const double* grad, double* m, double* v, std::int64_t n,
+                  const AdamWParams& h, bool decay);
+double sum_squares(const double* x, std::int64_t n);
+
+}  // namespace bertfit::ref

@@ -1,0 +1,115 @@
+// Scalar double-precision reference of multi-head attention with a key mask and dropout on
+// the probabilities (HF semantics; see kernels/attention.h), written as the textbook loops.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/dropout.h"
+#include "kernels/ref/ref.h"
+
+namespace bertfit::ref {
+namespace {
+
+// Offsets into qkv (B,T,3C) of q, k, v for token t of sequence b, head h, channel d.
+struct Index {
+  AttentionShape s;
+  int D() const { return s.C / s.H; }
+  std::int64_t token(int b, int t) const { return (static_cast<std::int64_t>(b) * s.T + t); }
+  std::int64_t q(int b, int t, int h, int d) const { return token(b, t) * 3 * s.C + h * D() + d; }
+  std::int64_t k(int b, int t, int h, int d) const { return q(b, t, h, d) + s.C; }
+  std::int64_t v(int b, int t, int h, int d) const { return q(b, t, h, d) + 2 * s.C; }
+  std::int64_t out(int b, int t, int h, int d) const { return token(b, t) * s.C + h * D() + d; }
+  std::int64_t prob(int b, int h, int i, int j) const {
+    return ((static_cast<std::int64_t>(b) * s.H + h) * s.T + i) * s.T + j;
+  }
+};
+
+// The probability after dropout: P / (1-p) where kept, 0 where dropped.
+double dropped(double prob, const Index& ix, int b, int h, int i, int j, float p,
+               std::uint64_t key) {
+  if (p == 0.0f) return prob;
+  const bool keep = dropout_keep(key, static_cast<std::uint64_t>(ix.prob(b, h, i, j)), p);
+  return keep ? prob / (1.0 - p) : 0.0;
+}
+
+}  // namespace
+
+void attention_forward(double* out, double* probs, const double* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key) {
+  const Index ix{s};
+  const int T = s.T, D = ix.D();
+  const double sqrt_d = std::sqrt(static_cast<double>(D));
+  std::vector<double> score(T);
+  for (int b = 0; b < s.B; ++b) {
+    bool any_real = false;
+    for (int j = 0; j < T; ++j) any_real = any_real || mask[b * T + j] != 0;
+    for (int h = 0; h < s.H; ++h) {
+      for (int i = 0; i < T; ++i) {
+        // score_j = (q_i / √D) · k_j over real keys; softmax over real keys only.
+        double mx = -INFINITY;
+        for (int j = 0; j < T; ++j) {
+          score[j] = 0.0;
+          for (int d = 0; d < D; ++d) {
+            score[j] += qkv[ix.q(b, i, h, d)] / sqrt_d * qkv[ix.k(b, j, h, d)];
+          }
+          if (mask[b * T + j] != 0) mx = std::max(mx, score[j]);
+        }
+        double sum = 0.0;
+        for (int j = 0; j < T; ++j) sum += mask[b * T + j] != 0 ? std::exp(score[j] - mx) : 0.0;
+        for (int j = 0; j < T; ++j) {
+          double prob = 1.0 / T;  // no real key: HF's all-finfo.min row is uniform
+          if (any_real) prob = mask[b * T + j] != 0 ? std::exp(score[j] - mx) / sum : 0.0;
+          probs[ix.prob(b, h, i, j)] = prob;
+        }
+        // out_i = Σ_j dropout(P_ij) · v_j
+        for (int d = 0; d < D; ++d) {
+          double o = 0.0;
+          for (int j = 0; j < T; ++j) {
+            o +=
+                dropped(probs[ix.prob(b, h, i, j)], ix, b, h, i, j, p, key) * qkv[ix.v(b, j, h, d)];
+          }
+          out[ix.out(b, i, h, d)] = o;
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(double* dqkv, const double* dout, const double* qkv, const double* probs,
+                        AttentionShape s, float p, std::uint64_t key) {
+  const Index ix{s};
+  const int T = s.T, D = ix.D();
+  const double sqrt_d = std::sqrt(static_cast<double>(D));
+  std::vector<double> dprob(T), dscore(T);
+  for (int b = 0; b < s.B; ++b) {
+    for (int h = 0; h < s.H; ++h) {
+      for (int i = 0; i < T; ++i) {
+        for (int j = 0; j < T; ++j) {
+          const double prob = probs[ix.prob(b, h, i, j)];
+          const double pd = dropped(prob, ix, b, h, i, j, p, key);
+          // dV_j += P_drop[i][j] · dO_i;  dP_drop[i][j] = dO_i · v_j
+          double dpd = 0.0;
+          for (int d = 0; d < D; ++d) {
+            dqkv[ix.v(b, j, h, d)] += pd * dout[ix.out(b, i, h, d)];
+            dpd += dout[ix.out(b, i, h, d)] * qkv[ix.v(b, j, h, d)];
+          }
+          // dP = dP_drop ⊙ keep / (1-p): the same map as dropout, applied to the gradient.
+          dprob[j] = dropped(dpd, ix, b, h, i, j, p, key);
+        }
+        // Softmax backward: dS_j = P_j (dP_j - Σ_k dP_k P_k).
+        double r = 0.0;
+        for (int j = 0; j < T; ++j) r += dprob[j] * probs[ix.prob(b, h, i, j)];
+        for (int j = 0; j < T; ++j) dscore[j] = probs[ix.prob(b, h, i, j)] * (dprob[j] - r);
+        // score_ij = Σ_d (q_id / √D) k_jd.
+        for (int j = 0; j < T; ++j) {
+          for (int d = 0; d < D; ++d) {
+            dqkv[ix.q(b, i, h, d)] += dscore[j] * qkv[ix.k(b, j, h, d)] / sqrt_d;
+            dqkv[ix.k(b, j, h, d)] += dscore[j] * qkv[ix.q(b, i, h, d)] / sqrt_d;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace bertfit::ref

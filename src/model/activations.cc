@@ -1,0 +1,70 @@
+// Sizing of the activation and backward-scratch buffers.
+#include "model/activations.h"
+
+namespace bertfit {
+namespace {
+
+void grow(AlignedBuffer<float>& b, std::int64_t n) {
+  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
+}
+
+}  // namespace
+
+void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training) {
+  B = batch;
+  T = tokens;
+  const std::int64_t N = std::int64_t{batch} * tokens;
+  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
+  const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
+  positions.resize(N);
+  for (std::int64_t r = 0; r < N; ++r) positions[r] = static_cast<std::int32_t>(r % tokens);
+  cls_rows.resize(batch);
+  for (int b = 0; b < batch; ++b) cls_rows[b] = std::int64_t{b} * tokens;
+  if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
+      (training_ || !for_training) && static_cast<int>(layers.size()) == c.layers) {
+    return;
+  }
+  capacity_rows_ = std::max(capacity_rows_, N);
+  capacity_attn_ = std::max(capacity_attn_, attn);
+  capacity_batch_ = std::max(capacity_batch_, batch);
+  training_ = training_ || for_training;
+  const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
+
+  grow(emb, rows * C);
+  grow(emb_mean, rows);
+  grow(emb_rstd, rows);
+  grow(x0, rows * C);
+  layers.resize(c.layers);
+  for (auto& l : layers) {
+    grow(l.qkv, rows * 3 * C);
+    grow(l.probs, capacity_attn_);
+    grow(l.att, rows * C);
+    grow(l.res1, rows * C);
+    grow(l.mean1, rows);
+    grow(l.rstd1, rows);
+    grow(l.h1, rows * C);
+    grow(l.ff1, rows * I);
+    grow(l.act, rows * I);
+    grow(l.res2, rows * C);
+    grow(l.mean2, rows);
+    grow(l.rstd2, rows);
+    grow(l.out, rows * C);
+  }
+  grow(cls, nb * C);
+  grow(pre, nb * C);
+  grow(pre_drop, nb * C);
+  grow(logits, nb * K);
+  grow(probs, nb * K);
+  grow(dlogits, nb * K);
+  if (training_) {
+    for (auto* b : {&d_out, &d_in, &d_res2, &d_ff2, &d_h1, &d_res1, &d_att_proj, &d_att}) {
+      grow(*b, rows * C);
+    }
+    grow(d_act, rows * I);
+    grow(d_ff1, rows * I);
+    grow(d_qkv, rows * 3 * C);
+    for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
+  }
+}
+
+}  // namespace bertfit

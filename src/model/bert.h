@@ -1,0 +1,69 @@
+// The DistilBERT / BERT sequence classifier: an explicit per-layer forward and the mirrored
+// backward over the flat parameter buffer described by ParamLayout. Training and inference
+// share model_forward; model_backward is model_forward read bottom-up, line by line.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "model/activations.h"
+#include "model/config.h"
+#include "model/param_layout.h"
+
+namespace bertfit {
+
+// One padded batch: B sequences of T tokens, row-major (B,T).
+struct ModelInput {
+  int B = 0, T = 0;
+  const std::int32_t* input_ids = nullptr;
+  const std::int32_t* token_type_ids = nullptr;  // nullptr: all zeros (ignored by DistilBERT)
+  const std::int32_t* attention_mask = nullptr;  // 1 real token, 0 padding
+};
+
+// Dropout is active when train is true; each site's mask is keyed by (seed, step, micro,
+// layer, site), so a step can be replayed exactly.
+struct DropoutState {
+  bool train = false;
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::uint64_t micro = 0;
+};
+
+class BertModel {
+ public:
+  BertModel(const ModelConfig& config, const ParamLayout& layout)
+      : config_(config), layout_(layout) {}
+
+  // Fills acts (including acts.logits (B,K)) from params.
+  void forward(const float* params, const ModelInput& in, const DropoutState& dropout,
+               Activations& acts) const;
+
+  // Loss of acts.logits against labels (class ids as floats, or regression targets), and
+  // acts.dlogits = scale · d loss / d logits. Cross-entropy (mean) or MSE (mean) as HF.
+  double loss(const float* labels, float scale, Activations& acts) const;
+
+  // grads += d loss / d params, from acts.dlogits and what forward saved. `on_layer_done(l)`,
+  // if set, is called as soon as the gradients of layer l are final (l = L: the head; then
+  // L-1 .. 0; -1: the embeddings), so communication can start early.
+  void backward(const float* params, float* grads, const ModelInput& in,
+                const DropoutState& dropout, Activations& acts,
+                const std::function<void(int)>& on_layer_done = {}) const;
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+
+ private:
+  const ModelConfig& config_;
+  const ParamLayout& layout_;
+};
+
+// Dropout sites within a layer, for dropout keys.
+enum DropoutSite : std::uint32_t {
+  kSiteEmbeddings = 0,
+  kSiteAttentionProbs = 1,
+  kSiteAttentionOutput = 2,
+  kSiteFfnOutput = 3,
+  kSiteClassifier = 4,
+};
+
+}  // namespace bertfit

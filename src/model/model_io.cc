@@ -1,0 +1,241 @@
+// Loading and saving Hugging Face model folders through the flat parameter buffer: checkpoint
+// matching (prefixes, missing heads, extra tensors), config.json, safetensors, tokenizer files.
+#include "model/model_io.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "base/check.h"
+#include "base/error.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "io/json.h"
+#include "model/init.h"
+
+namespace bertfit {
+namespace {
+
+using nlohmann::json;
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// "classifier.weight" -> "classifier".
+std::string module_of(const std::string& name) { return name.substr(0, name.rfind('.')); }
+
+std::string join(const std::vector<std::string>& items, std::size_t max_items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < max_items; ++i) {
+    out += (i ? ", " : "") + items[i];
+  }
+  if (items.size() > max_items) out += cat(", ... (", items.size() - max_items, " more)");
+  return out;
+}
+
+// A hint for a missing tensor when the file seems to hold the other architecture.
+std::string arch_hint(const SafetensorsFile& file, const ModelConfig& config) {
+  const std::string other = config.arch == Arch::kBert ? "distilbert." : "bert.";
+  for (const auto& t : file.tensors()) {
+    if (starts_with(t.name, other)) {
+      return cat(" (the checkpoint holds '", other.substr(0, other.size() - 1),
+                 ".*' tensors but config.json says model_type ", arch_name(config.arch), ")");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
+                                 const ModelConfig& config) {
+  const std::string prefix = config.arch == Arch::kBert ? "bert." : "distilbert.";
+  CheckpointMatch match;
+  bool any_prefixed = false;
+  for (const auto& t : file.tensors()) any_prefixed = any_prefixed || starts_with(t.name, prefix);
+  match.base_model_names = !any_prefixed && file.find("embeddings.word_embeddings.weight");
+  auto checkpoint_name = [&](const std::string& name) {
+    return match.base_model_names && starts_with(name, prefix) ? name.substr(prefix.size()) : name;
+  };
+
+  std::set<std::string> used;
+  std::set<std::string> head_present;
+  std::vector<std::string> head_absent;  // in layout order
+  for (const ParamEntry& e : layout.entries()) {
+    const std::string name = checkpoint_name(e.name);
+    const TensorInfo* t = file.find(name);
+    match.tensors.push_back(t);
+    const bool head = e.layer == layout.num_layers();
+    if (t == nullptr) {
+      if (!head) {
+        throw_error(file.path(), ": tensor '", name, "' is missing; config.json describes a ",
+                    arch_name(config.arch), " with ", config.layers, " layers, hidden ",
+                    config.hidden, ", intermediate ", config.intermediate, arch_hint(file, config));
+      }
+      if (std::find(head_absent.begin(), head_absent.end(), module_of(name)) == head_absent.end()) {
+        head_absent.push_back(module_of(name));
+      }
+      continue;
+    }
+    if (head) head_present.insert(module_of(name));
+    used.insert(name);
+    if (t->shape != e.shape) {
+      throw_error(file.path(), ": tensor '", name, "' has shape ", t->shape.str(), ", expected ",
+                  e.shape.str(), " from config.json");
+    }
+    if (!is_floating(t->dtype)) {
+      throw_error(file.path(), ": tensor '", name, "' has dtype ", safetensors_dtype_name(t->dtype),
+                  ", expected a floating-point tensor");
+    }
+  }
+  for (const auto& m : head_absent) {
+    if (head_present.count(m)) {
+      throw_error(file.path(), ": module '", m,
+                  "' is incomplete (its weight or its bias is missing)");
+    }
+    match.initialised.push_back(m);
+  }
+  for (const auto& t : file.tensors()) {
+    if (!used.count(t.name) && is_floating(t.dtype)) match.ignored.push_back(t.name);
+  }
+  return match;
+}
+
+std::string model_weights_path(const std::string& dir) {
+  if (!path_exists(dir)) throw_error(dir, ": model folder not found");
+  if (!is_directory(dir)) {
+    throw_error(dir, ": not a folder; expected a Hugging Face model folder with config.json and ",
+                "model.safetensors");
+  }
+  const std::string weights_path = join_path(dir, "model.safetensors");
+  if (!path_exists(weights_path)) {
+    if (path_exists(join_path(dir, "pytorch_model.bin"))) {
+      throw_error(dir, ": has pytorch_model.bin but no model.safetensors; bertfit reads only ",
+                  "safetensors. Convert it once with transformers: load it and save it with "
+                  "model.save_pretrained(\"",
+                  dir, "\", safe_serialization=True)");
+    }
+    if (path_exists(join_path(dir, "model.safetensors.index.json"))) {
+      throw_error(dir, ": sharded checkpoints (model.safetensors.index.json) are not supported; ",
+                  "save the model as a single model.safetensors");
+    }
+    throw_error(dir, ": no model.safetensors in the model folder");
+  }
+  return weights_path;
+}
+
+ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
+  const std::string config_path = join_path(dir, "config.json");
+  if (is_directory(dir) && !path_exists(config_path)) {
+    throw_error(dir, ": no config.json in the model folder");
+  }
+  const std::string weights_path = model_weights_path(dir);
+  json hf = read_json_file(config_path);
+  ModelState state(parse_model_config_json(hf, config_path));
+  state.hf_config = std::move(hf);
+  SafetensorsFile file = SafetensorsFile::open(weights_path);
+  CheckpointMatch match = match_checkpoint(file, state.layout, state.config);
+  const auto& entries = state.layout.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (match.tensors[i] != nullptr) {
+      file.read_f32(*match.tensors[i], state.params.data() + entries[i].offset);
+    } else {
+      init_param_tensor(state.layout, state.config, i, head_init_seed, state.params.data());
+    }
+  }
+  if (!match.initialised.empty()) {
+    log_info("initialised ", join(match.initialised, 8), " (not in checkpoint ", weights_path, ")");
+  }
+  if (!match.ignored.empty()) {
+    log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
+             arch_name(state.config.arch),
+             " sequence classifier does not use: ", join(match.ignored, 5));
+  }
+  return state;
+}
+
+std::int64_t count_vocab_lines(const std::string& text) {
+  std::int64_t n = std::count(text.begin(), text.end(), '\n');
+  if (!text.empty() && text.back() != '\n') ++n;
+  return n;
+}
+
+namespace {
+
+// tokenizer_config.json as BertTokenizer / DistilBertTokenizer read it; normalisation settings
+// come from the source folder's tokenizer_config.json when there is one.
+std::string tokenizer_config(const ModelConfig& config, const std::string& source_dir) {
+  json j = {
+      {"clean_up_tokenization_spaces", true},
+      {"cls_token", "[CLS]"},
+      {"do_basic_tokenize", true},
+      {"do_lower_case", true},
+      {"mask_token", "[MASK]"},
+      {"model_max_length", config.max_positions},
+      {"never_split", nullptr},
+      {"pad_token", "[PAD]"},
+      {"sep_token", "[SEP]"},
+      {"strip_accents", nullptr},
+      {"tokenize_chinese_chars", true},
+      {"tokenizer_class", config.arch == Arch::kBert ? "BertTokenizer" : "DistilBertTokenizer"},
+      {"unk_token", "[UNK]"}};
+  if (!source_dir.empty()) {
+    std::string path = join_path(source_dir, "tokenizer_config.json");
+    if (path_exists(path)) {
+      json src = read_json_file(path);
+      for (const char* key : {"do_lower_case", "strip_accents", "tokenize_chinese_chars",
+                              "do_basic_tokenize", "never_split"}) {
+        if (src.is_object() && src.contains(key)) j[key] = src[key];
+      }
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void save_model(const std::string& dir, const ModelState& state, const std::string& vocab_source) {
+  CHECK(state.params.size() == static_cast<std::size_t>(state.layout.total()), "params ",
+        state.params.size(), " vs layout ", state.layout.total());
+  if (path_exists(dir) && !is_directory(dir)) {
+    throw_error(dir, ": the output exists and is not a folder");
+  }
+  // Read the vocabulary before writing anything, so a bad source leaves no partial model.
+  const bool source_is_dir = is_directory(vocab_source);
+  const std::string vocab_path =
+      source_is_dir ? join_path(vocab_source, "vocab.txt") : vocab_source;
+  if (!path_exists(vocab_path)) throw_error(vocab_path, ": vocabulary file not found");
+  const std::string vocab = read_file(vocab_path);
+  const std::int64_t tokens = count_vocab_lines(vocab);
+  if (tokens > state.config.vocab_size) {
+    throw_error(vocab_path, ": has ", tokens, " tokens but the model's vocab_size is ",
+                state.config.vocab_size);
+  }
+  const std::string source_dir = source_is_dir ? vocab_source : "";
+  const std::string tokenizer = tokenizer_config(state.config, source_dir);
+  std::string special_tokens = json({{"cls_token", "[CLS]"},
+                                     {"mask_token", "[MASK]"},
+                                     {"pad_token", "[PAD]"},
+                                     {"sep_token", "[SEP]"},
+                                     {"unk_token", "[UNK]"}})
+                                   .dump(2) +
+                               "\n";
+  if (source_is_dir && path_exists(join_path(vocab_source, "special_tokens_map.json"))) {
+    special_tokens = read_file(join_path(vocab_source, "special_tokens_map.json"));
+  }
+
+  make_directories(dir);
+  write_file_atomic(join_path(dir, "config.json"),
+                    model_config_to_json(state.config, state.hf_config));
+  std::vector<TensorToWrite> tensors;
+  for (const ParamEntry& e : state.layout.entries()) {
+    tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, state.params.data() + e.offset});
+  }
+  write_safetensors(join_path(dir, "model.safetensors"), tensors);
+  write_file_atomic(join_path(dir, "vocab.txt"), vocab);
+  write_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer);
+  write_file_atomic(join_path(dir, "special_tokens_map.json"), special_tokens);
+}
+
+}  // namespace bertfit

@@ -1,0 +1,278 @@
+// Model folder I/O: loading the golden transformers folders (values equal the file), every
+// kind of broken or partial checkpoint, base-model names with a fresh head, and save -> load.
+#include "model/model_io.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <optional>
+
+#include "base/error.h"
+#include "base/file.h"
+#include "io/safetensors.h"
+
+namespace bertfit {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kGolden = std::string(BERTFIT_SHARED_DIR) + "/golden/";
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class ModelIo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           cat("bertfit_model_io_", ::getpid(), "_",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A copy of a golden model folder whose tensors pass through `rename` (nullopt drops one),
+  // plus `extra` tensors.
+  std::string rewritten(const std::string& model,
+                        const std::function<std::optional<std::string>(const std::string&)>& rename,
+                        std::vector<TensorToWrite> extra = {}) {
+    std::string out = (dir_ / (model + "-copy")).string();
+    fs::create_directories(out);
+    for (const char* f : {"config.json", "vocab.txt"}) {
+      fs::copy_file(kGolden + model + "/model/" + f, out + "/" + f);
+    }
+    auto src = SafetensorsFile::open(kGolden + model + "/model/model.safetensors");
+    std::vector<std::string> names;
+    for (const auto& t : src.tensors()) names.push_back(t.name);
+    std::vector<TensorToWrite> tensors;
+    std::vector<std::string> kept;  // names must outlive `tensors`
+    kept.reserve(names.size());
+    for (const auto& t : src.tensors()) {
+      auto name = rename(t.name);
+      if (!name) continue;
+      kept.push_back(*name);
+      tensors.push_back({kept.back(), t.dtype, t.shape, src.bytes(t).data()});
+    }
+    for (auto& t : extra) tensors.push_back(t);
+    write_safetensors(out + "/model.safetensors", tensors);
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+// Every parameter equals the file's tensor, bit for bit.
+void expect_params_equal_file(const ModelState& state, const std::string& path) {
+  auto file = SafetensorsFile::open(path);
+  for (const ParamEntry& e : state.layout.entries()) {
+    const TensorInfo* t = file.find(e.name);
+    ASSERT_NE(t, nullptr) << e.name;
+    ASSERT_EQ(t->shape, e.shape) << e.name;
+    std::vector<float> want(e.size);
+    file.read_f32(*t, want.data());
+    EXPECT_EQ(std::memcmp(want.data(), state.params.data() + e.offset, e.size * 4), 0) << e.name;
+  }
+}
+
+TEST_F(ModelIo, LoadsBothGoldenFolders) {
+  for (const char* model : {"distilbert-tiny", "bert-tiny"}) {
+    ModelState state = load_model(kGolden + model + "/model");
+    EXPECT_EQ(state.config.hidden, 64);
+    EXPECT_EQ(state.params.size(), static_cast<std::size_t>(state.layout.total()));
+    expect_params_equal_file(state, kGolden + model + "/model/model.safetensors");
+  }
+  ModelState bert = load_model(kGolden + std::string("bert-tiny/model"));
+  EXPECT_EQ(bert.config.num_labels, 3);
+  EXPECT_EQ(bert.hf_config["model_type"], "bert");
+}
+
+TEST_F(ModelIo, MissingFolderFileAndWeights) {
+  std::string missing = (dir_ / "nope").string();
+  EXPECT_NE(error_of([&] { load_model(missing); }).find(missing), std::string::npos);
+  std::string file = (dir_ / "file").string();
+  write_file_atomic(file, "x");
+  EXPECT_NE(error_of([&] { load_model(file); }).find("not a folder"), std::string::npos);
+
+  std::string empty = (dir_ / "empty").string();
+  fs::create_directories(empty);
+  EXPECT_NE(error_of([&] { load_model(empty); }).find("config.json"), std::string::npos);
+
+  fs::copy_file(kGolden + "distilbert-tiny/model/config.json", empty + "/config.json");
+  EXPECT_NE(error_of([&] { load_model(empty); }).find("no model.safetensors"), std::string::npos);
+  write_file_atomic(empty + "/pytorch_model.bin", "pickle");
+  std::string msg = error_of([&] { load_model(empty); });
+  EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("safe_serialization=True"), std::string::npos) << msg;
+}
+
+TEST_F(ModelIo, MissingTensorWrongShapeWrongDtype) {
+  const std::string removed = "distilbert.transformer.layer.1.ffn.lin2.bias";
+  std::string dir = rewritten("distilbert-tiny", [&](const std::string& n) {
+    return n == removed ? std::nullopt : std::optional(n);
+  });
+  std::string msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find("'" + removed + "'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir + "/model.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+
+  // A config whose FFN width disagrees with the checkpoint.
+  fs::remove_all(dir);
+  dir = rewritten("bert-tiny", [](const std::string& n) { return std::optional(n); });
+  std::string config = read_file(dir + "/config.json");
+  config.replace(config.find("\"intermediate_size\": 192"), 24, "\"intermediate_size\": 128");
+  write_file_atomic(dir + "/config.json", config);
+  msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find("'bert.encoder.layer.0.intermediate.dense.weight'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[192, 64]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected [128, 64]"), std::string::npos) << msg;
+
+  fs::remove_all(dir);
+  std::vector<std::int64_t> ids(64, 7);
+  dir = rewritten(
+      "distilbert-tiny",
+      [](const std::string& n) {
+        return n == "distilbert.embeddings.LayerNorm.bias" ? std::nullopt : std::optional(n);
+      },
+      {{"distilbert.embeddings.LayerNorm.bias", SafetensorsDType::kI64, Shape{64}, ids.data()}});
+  msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find("'distilbert.embeddings.LayerNorm.bias'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("I64"), std::string::npos) << msg;
+}
+
+TEST_F(ModelIo, ConfigOfTheOtherArchitectureIsNamed) {
+  std::string dir = rewritten("bert-tiny", [](const std::string& n) { return std::optional(n); });
+  fs::copy_file(kGolden + "distilbert-tiny/model/config.json", dir + "/config.json",
+                fs::copy_options::overwrite_existing);
+  std::string msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find("model_type distilbert"), std::string::npos) << msg;
+}
+
+TEST_F(ModelIo, BaseModelNamesGetAFreshHead) {
+  std::string dir = rewritten("distilbert-tiny", [](const std::string& n) {
+    const std::string prefix = "distilbert.";
+    if (n.rfind(prefix, 0) != 0) return std::optional<std::string>();  // drop the head
+    return std::optional(n.substr(prefix.size()));
+  });
+  ModelState state = load_model(dir);
+  ModelState golden = load_model(kGolden + "distilbert-tiny/model");
+  const auto& cls_w = state.layout.entry(Role::kClsW);
+  for (const ParamEntry& e : state.layout.entries()) {
+    bool head = e.layer == state.layout.num_layers();
+    const float* got = state.params.data() + e.offset;
+    bool same = std::memcmp(got, golden.params.data() + e.offset, e.size * 4) == 0;
+    if (!head) {
+      EXPECT_TRUE(same) << e.name;
+    } else if (e.init == ParamInit::kZero) {
+      EXPECT_TRUE(std::all_of(got, got + e.size, [](float v) { return v == 0.0f; })) << e.name;
+    } else {
+      EXPECT_FALSE(same) << e.name;
+    }
+  }
+  // The fresh classifier weight: normal(0, 0.02) over 128 values; 6 standard errors of the
+  // sample std (0.02 / sqrt(2 * 128) = 0.00125) bound it.
+  double ss = 0;
+  for (std::int64_t i = 0; i < cls_w.size; ++i) ss += std::pow(state.params[cls_w.offset + i], 2);
+  EXPECT_NEAR(std::sqrt(ss / cls_w.size), 0.02, 6 * 0.00125);
+}
+
+TEST_F(ModelIo, MissingPoolerOfABertBaseModelIsInitialised) {
+  std::string dir = rewritten("bert-tiny", [](const std::string& n) {
+    if (n.rfind("bert.pooler", 0) == 0 || n.rfind("classifier", 0) == 0) {
+      return std::optional<std::string>();
+    }
+    return std::optional(n.substr(5));
+  });
+  ModelState state = load_model(dir);
+  const auto& pooler_b = state.layout.entry(Role::kPreB);
+  for (std::int64_t i = 0; i < pooler_b.size; ++i) EXPECT_EQ(state.params[pooler_b.offset + i], 0);
+}
+
+TEST_F(ModelIo, HalfAHeadModuleIsAnError) {
+  std::string dir = rewritten("distilbert-tiny", [](const std::string& n) {
+    return n == "classifier.bias" ? std::nullopt : std::optional(n);
+  });
+  std::string msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find("'classifier'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("incomplete"), std::string::npos) << msg;
+}
+
+TEST_F(ModelIo, ExtraTensorsAreIgnored) {
+  std::vector<float> extra(64 * 3, 0.5f);
+  std::string dir =
+      rewritten("distilbert-tiny", [](const std::string& n) { return std::optional(n); },
+                {{"vocab_transform.weight", SafetensorsDType::kF32, Shape{3, 64}, extra.data()}});
+  ModelState state = load_model(dir);
+  expect_params_equal_file(state, kGolden + "distilbert-tiny/model/model.safetensors");
+}
+
+TEST_F(ModelIo, SaveThenLoadIsExact) {
+  for (const char* model : {"distilbert-tiny", "bert-tiny"}) {
+    ModelState state = load_model(kGolden + model + "/model");
+    std::string out = (dir_ / model).string();
+    save_model(out, state, kGolden + model + "/model");
+    ModelState back = load_model(out);
+    EXPECT_EQ(back.config, state.config);
+    ASSERT_EQ(back.params.size(), state.params.size());
+    EXPECT_EQ(std::memcmp(back.params.data(), state.params.data(), state.params.size() * 4), 0);
+    EXPECT_EQ(read_file(out + "/vocab.txt"), read_file(kGolden + model + "/model/vocab.txt"));
+    auto tok = nlohmann::json::parse(read_file(out + "/tokenizer_config.json"));
+    EXPECT_EQ(tok["do_lower_case"], true);
+    EXPECT_EQ(tok["model_max_length"], 512);
+    EXPECT_EQ(tok["tokenizer_class"], model[0] == 'b' ? "BertTokenizer" : "DistilBertTokenizer");
+    auto special = nlohmann::json::parse(read_file(out + "/special_tokens_map.json"));
+    EXPECT_EQ(special["pad_token"], "[PAD]");
+    // Tensors in layout order, F32, with format pt.
+    auto file = SafetensorsFile::open(out + "/model.safetensors");
+    EXPECT_EQ(file.metadata().at("format"), "pt");
+    ASSERT_EQ(file.tensors().size(), state.layout.entries().size());
+    for (std::size_t i = 0; i < file.tensors().size(); ++i) {
+      EXPECT_EQ(file.tensors()[i].name, state.layout.entries()[i].name);
+      EXPECT_EQ(file.tensors()[i].dtype, SafetensorsDType::kF32);
+    }
+  }
+}
+
+TEST_F(ModelIo, SaveErrors) {
+  ModelState state = load_model(kGolden + "distilbert-tiny/model");
+  std::string file = (dir_ / "a-file").string();
+  write_file_atomic(file, "x");
+  EXPECT_NE(error_of([&] {
+              save_model(file, state, kGolden + "distilbert-tiny/model");
+            }).find("not a folder"),
+            std::string::npos);
+  std::string vocab = (dir_ / "vocab.txt").string();
+  std::string big;
+  for (int i = 0; i < 30523; ++i) big += cat("tok", i, "\n");
+  write_file_atomic(vocab, big);
+  std::string out = (dir_ / "out").string();
+  std::string msg = error_of([&] { save_model(out, state, vocab); });
+  EXPECT_NE(msg.find("30523 tokens"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(out));  // nothing written
+  EXPECT_NE(
+      error_of([&] { save_model(out, state, (dir_ / "none.txt").string()); }).find("none.txt"),
+      std::string::npos);
+}
+
+TEST(ModelIoVocab, CountsLinesAsBertTokenizer) {
+  EXPECT_EQ(count_vocab_lines(""), 0);
+  EXPECT_EQ(count_vocab_lines("a\nb\n"), 2);
+  EXPECT_EQ(count_vocab_lines("a\nb"), 2);
+  EXPECT_EQ(count_vocab_lines("a\n\nb\n"), 3);
+  EXPECT_EQ(count_vocab_lines(
+                read_file(std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt")),
+            30522);
+}
+
+}  // namespace
+}  // namespace bertfit

@@ -1,0 +1,80 @@
+// Evaluation and prediction loops.
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "data/metrics.h"
+
+namespace bertfit {
+
+std::vector<float> predict_logits(const BertModel& model, const float* params,
+                                  const std::vector<EncodedExample>& examples, int batch_size,
+                                  int pad_to_multiple_of) {
+  const int K = model.config().num_labels;
+  const std::int64_t n = static_cast<std::int64_t>(examples.size());
+  std::vector<std::int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return examples[a].ids.size() < examples[b].ids.size();
+  });
+  std::vector<float> logits(n * K);
+  Activations acts;
+  BatchOptions options;
+  options.pad_to_multiple_of = pad_to_multiple_of;
+  options.max_len = model.config().max_positions;
+  for (std::int64_t first = 0; first < n; first += batch_size) {
+    std::int64_t count = std::min<std::int64_t>(batch_size, n - first);
+    Batch batch = make_batch(examples, std::span(order).subspan(first, count), options);
+    ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
+                  batch.attention_mask.data()};
+    model.forward(params, in, DropoutState{}, acts);
+    for (int b = 0; b < batch.B; ++b) {
+      std::copy(acts.logits.data() + std::int64_t{b} * K,
+                acts.logits.data() + std::int64_t{b + 1} * K,
+                logits.begin() + batch.example_index[b] * K);
+    }
+  }
+  return logits;
+}
+
+std::vector<float> predictions_from_logits(const std::vector<float>& logits, int K,
+                                           bool regression) {
+  const std::size_t n = logits.size() / K;
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float* row = logits.data() + i * K;
+    out[i] = regression ? row[0] : static_cast<float>(std::max_element(row, row + K) - row);
+  }
+  return out;
+}
+
+EvalResult evaluate(const BertModel& model, const float* params,
+                    const std::vector<EncodedExample>& examples, const TaskInfo& task,
+                    int batch_size, int pad_to_multiple_of) {
+  const int K = model.config().num_labels;
+  std::vector<float> logits = predict_logits(model, params, examples, batch_size,
+                                             pad_to_multiple_of);
+  std::vector<float> labels(examples.size());
+  for (std::size_t i = 0; i < examples.size(); ++i) labels[i] = examples[i].label;
+  EvalResult r;
+  r.examples = static_cast<std::int64_t>(examples.size());
+  double loss = 0;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    const float* row = logits.data() + i * K;
+    if (task.regression) {
+      loss += std::pow(double{row[0]} - labels[i], 2);
+    } else {
+      double mx = *std::max_element(row, row + K), sum = 0;
+      for (int k = 0; k < K; ++k) sum += std::exp(double{row[k]} - mx);
+      loss += mx + std::log(sum) - row[static_cast<int>(labels[i])];
+    }
+  }
+  r.loss = examples.empty() ? 0.0 : loss / static_cast<double>(examples.size());
+  auto predictions = predictions_from_logits(logits, K, task.regression);
+  r.metrics = compute_task_metrics(task.metrics, predictions, labels);
+  return r;
+}
+
+}  // namespace bertfit

@@ -1,0 +1,35 @@
+// Inference over a data set in eval mode (no dropout): logits for every example, predictions
+// (argmax, or the score for regression), and the task's metrics.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/batch.h"
+#include "model/bert.h"
+#include "train/dataset.h"
+
+namespace bertfit {
+
+// Logits (n,K) for every encoded example, batch_size at a time. Examples are batched in order
+// of length (less padding); the result is in the original order.
+std::vector<float> predict_logits(const BertModel& model, const float* params,
+                                  const std::vector<EncodedExample>& examples, int batch_size,
+                                  int pad_to_multiple_of);
+
+// Class id (argmax) per row, or the single output for regression.
+std::vector<float> predictions_from_logits(const std::vector<float>& logits, int K,
+                                           bool regression);
+
+struct EvalResult {
+  std::vector<std::pair<std::string, double>> metrics;
+  double loss = 0;  // mean cross-entropy / MSE over the examples
+  std::int64_t examples = 0;
+};
+
+EvalResult evaluate(const BertModel& model, const float* params,
+                    const std::vector<EncodedExample>& examples, const TaskInfo& task,
+                    int batch_size, int pad_to_multiple_of);
+
+}  // namespace bertfit

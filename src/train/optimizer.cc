@@ -1,0 +1,56 @@
+// AdamW over layout spans, the LR schedule and gradient clipping.
+#include "train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace bertfit {
+
+AdamW::AdamW(const ParamLayout& layout, AdamWConfig config)
+    : layout_(layout), config_(config), m_(layout.total()), v_(layout.total()) {
+  for (const ParamEntry& e : layout.entries()) decay_.push_back(e.decay);
+}
+
+void AdamW::set_decay(std::vector<bool> decay_per_entry) {
+  CHECK(decay_per_entry.size() == layout_.entries().size(), "decay mask size");
+  decay_ = std::move(decay_per_entry);
+}
+
+void AdamW::step(float* params, const float* grads, double lr) {
+  ++step_;
+  AdamWParams h;
+  h.lr = static_cast<float>(lr);
+  h.beta1 = static_cast<float>(config_.beta1);
+  h.beta2 = static_cast<float>(config_.beta2);
+  h.eps = static_cast<float>(config_.eps);
+  h.weight_decay = static_cast<float>(config_.weight_decay);
+  h.step = step_;
+  const auto& entries = layout_.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const ParamEntry& e = entries[i];
+    adamw_update(params + e.offset, grads + e.offset, m_.data() + e.offset, v_.data() + e.offset,
+                 e.size, h, decay_[i] && config_.weight_decay != 0.0);
+  }
+}
+
+double linear_schedule_lr(double base_lr, std::int64_t s, std::int64_t warmup,
+                          std::int64_t total) {
+  if (s < warmup) return base_lr * static_cast<double>(s) / static_cast<double>(std::max<std::int64_t>(1, warmup));
+  double remaining = static_cast<double>(total - s) /
+                     static_cast<double>(std::max<std::int64_t>(1, total - warmup));
+  return base_lr * std::max(0.0, remaining);
+}
+
+double clip_grad_norm(float* grads, std::int64_t n, double max_norm) {
+  double norm = std::sqrt(sum_squares(grads, n));
+  if (max_norm > 0) {
+    // torch: clip_coef = max_norm / (total_norm + 1e-6), applied when < 1 (float32 scalar).
+    float coef = static_cast<float>(max_norm / (norm + 1e-6));
+    if (coef < 1.0f) scale_inplace(grads, n, coef);
+  }
+  return norm;
+}
+
+}  // namespace bertfit

@@ -1,0 +1,73 @@
+// Training options, declared once: the table from train_option_table() drives CLI parsing and
+// --help (apps/bertfit), printing, saving into the checkpoint, and the resume compatibility
+// check, so none of them can drift from the others. Defaults follow HF run_glue / Trainer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace bertfit {
+
+// Where the examples come from: a GLUE task folder, or custom files with named columns.
+struct DataOptions {
+  std::string task;          // mrpc, sst2, ... (with data_dir)
+  std::string data_dir;      // the task's GLUE folder (train.tsv, dev.tsv, ...)
+  std::string train_file;    // custom TSV/CSV/JSONL
+  std::string dev_file;
+  std::string text_a_column;
+  std::string text_b_column;
+  std::string label_column;
+  bool no_header = false;
+  bool skip_malformed = false;
+  bool regression = false;   // custom files: the label column holds numbers
+};
+
+struct TrainOptions {
+  std::string model_dir;
+  std::string output_dir;
+  DataOptions data;
+  double epochs = 3.0;
+  int batch_size = 32;
+  double lr = 2e-5;
+  int max_seq_len = 128;
+  double weight_decay = 0.0;
+  std::int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;
+  double max_grad_norm = 1.0;
+  int grad_accum = 1;
+  std::int64_t seed = 42;
+  std::int64_t max_steps = 0;  // > 0 overrides epochs
+  bool no_shuffle = false;
+  std::string eval_every = "epoch";  // epoch | N (steps) | never
+  std::int64_t save_every = 0;       // checkpoint every N steps; 0: at each evaluation
+  std::int64_t log_every = 10;
+  int pad_to_multiple_of = 8;
+  int threads = 0;  // 0: all cores
+  std::string resume;
+};
+
+// One option as the CLI shows it.
+struct OptionSpec {
+  std::string flag;   // "--lr"
+  std::string help;
+  std::variant<bool*, int*, std::int64_t*, double*, std::string*> target;
+  bool affects_trajectory;  // must match when resuming
+};
+
+std::vector<OptionSpec> train_option_table(TrainOptions& options);
+// The data-source flags shared by train, eval and predict.
+std::vector<OptionSpec> data_option_table(DataOptions& data);
+
+// All options as a JSON object (flag names without dashes as keys).
+nlohmann::json options_to_json(TrainOptions options);
+// Error naming every trajectory-affecting option whose value differs from `saved`.
+void check_resume_compatible(TrainOptions options, const nlohmann::json& saved);
+
+// Validates values a user can get wrong (positive sizes, exactly one data source, ...).
+void validate_train_options(const TrainOptions& options);
+
+}  // namespace bertfit

@@ -1,0 +1,26 @@
+// The training loop: data order, micro-batches and accumulation, forward / loss / backward,
+// clipping, the LR schedule, AdamW, evaluation, logging (progress + metrics.jsonl), resumable
+// checkpoints and the final model in HF layout.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/options.h"
+
+namespace bertfit {
+
+struct TrainSummary {
+  std::int64_t steps = 0;
+  double seconds = 0;
+  double samples_per_second = 0;
+  double final_loss = 0;
+  std::vector<std::pair<std::string, double>> dev_metrics;  // last evaluation (may be empty)
+};
+
+// Runs `bertfit train` end to end. Throws Error for anything the user can get wrong, before
+// writing any output where possible.
+TrainSummary run_training(const TrainOptions& options);
+
+}  // namespace bertfit
