@@ -1,0 +1,63 @@
+// Implementation of the end-to-end test helpers.
+#include "cli_util.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace bertfit::testing {
+
+std::string bertfit_binary() { return std::string(BERTFIT_BINARY_DIR) + "/apps/bertfit/bertfit"; }
+std::string shared_dir() { return BERTFIT_SHARED_DIR; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+RunResult run_bertfit(const std::string& args) {
+  TempDir tmp;
+  std::string cmd = bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" +
+                    (tmp / "err");
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(tmp / "out");
+  r.err = read_text(tmp / "err");
+  return r;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "bertfit-test-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void init_tiny_model(const std::string& dir, const std::string& arch, int num_labels) {
+  std::string sizes = arch == "distilbert"
+                          ? "--set n_layers=2 --set dim=32 --set hidden_dim=64 --set n_heads=2"
+                          : "--set num_hidden_layers=2 --set hidden_size=32 "
+                            "--set intermediate_size=64 --set num_attention_heads=2";
+  RunResult r = run_bertfit("init --arch " + arch + " --output " + dir + " " + sizes +
+                            " --num-labels " + std::to_string(num_labels) + " --seed 7");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace bertfit::testing

@@ -1,0 +1,42 @@
+// Helpers for end-to-end tests of the bertfit binary: run a command line and capture its exit
+// code, stdout and stderr; temporary folders; tiny models made with `bertfit init`.
+#pragma once
+
+#include <string>
+
+namespace bertfit::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// The bertfit binary of this build tree and the shared reference folder.
+std::string bertfit_binary();
+std::string shared_dir();
+
+// Runs `bertfit <args>` through /bin/sh (args are shell words) with stdin from /dev/null.
+RunResult run_bertfit(const std::string& args);
+
+// A fresh empty folder under the system temp directory, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// `bertfit init` of a tiny model (2 layers, hidden 32, 2 heads) with num_labels labels into dir.
+void init_tiny_model(const std::string& dir, const std::string& arch = "distilbert",
+                     int num_labels = 2);
+
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+
+}  // namespace bertfit::testing
