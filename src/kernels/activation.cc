@@ -1,12 +1,12 @@
 // Pointwise activations with PyTorch's float operation order: GELU (erf form, as
-// torch.nn.functional.gelu), gelu_new (Hugging Face NewGELUActivation), ReLU and tanh.
+// torch.nn.functional.gelu), gelu_new (Hugging Face NewGELUActivation), ReLU and tanh. erf,
+// exp and tanh come from vmath.h so that the loops vectorise.
 #include "kernels/activation.h"
-
-#include <cmath>
 
 #include "base/check.h"
 #include "base/parallel.h"
 #include "kernels/grain.h"
+#include "kernels/vmath.h"
 
 namespace bertfit {
 namespace {
@@ -20,7 +20,7 @@ constexpr float kGeluNewCubic = 0.044715f;
 void gelu_fwd(float* out, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float xi = x[i];
-    out[i] = xi * 0.5f * (1.0f + std::erf(xi * kSqrt1_2));
+    out[i] = xi * 0.5f * (1.0f + detail::verf(xi * kSqrt1_2));
   }
 }
 
@@ -28,8 +28,8 @@ void gelu_fwd(float* out, const float* x, std::int64_t n) {
 void gelu_bwd(float* dx, const float* dout, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float xi = x[i];
-    const float cdf = 0.5f * (1.0f + std::erf(xi * kSqrt1_2));
-    const float pdf = std::exp(-0.5f * xi * xi) * kInvSqrt2Pi;
+    const float cdf = 0.5f * (1.0f + detail::verf(xi * kSqrt1_2));
+    const float pdf = detail::vexp(-0.5f * xi * xi) * kInvSqrt2Pi;
     dx[i] += dout[i] * (cdf + xi * pdf);
   }
 }
@@ -39,7 +39,7 @@ void gelu_new_fwd(float* out, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float xi = x[i];
     const float inner = kGeluNewScale * (xi + kGeluNewCubic * (xi * xi * xi));
-    out[i] = 0.5f * xi * (1.0f + std::tanh(inner));
+    out[i] = 0.5f * xi * (1.0f + detail::vtanh(inner));
   }
 }
 
@@ -49,7 +49,7 @@ void gelu_new_bwd(float* dx, const float* dout, const float* x, std::int64_t n) 
     const float xi = x[i];
     const float x2 = xi * xi;
     const float inner = kGeluNewScale * (xi + kGeluNewCubic * (x2 * xi));
-    const float t = std::tanh(inner);
+    const float t = detail::vtanh(inner);
     const float dinner = kGeluNewScale * (1.0f + 3.0f * kGeluNewCubic * x2);
     const float d = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * dinner;
     dx[i] += dout[i] * d;
@@ -67,7 +67,7 @@ void relu_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
 }
 
 void tanh_fwd(float* out, const float* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = std::tanh(x[i]);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::vtanh(x[i]);
 }
 
 // torch tanh_backward: grad · (1 - y²).
@@ -79,7 +79,7 @@ void tanh_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
 
 void activation_forward(ActKind kind, float* out, const float* x, std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
-  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
     switch (kind) {
       case ActKind::kGelu:
         gelu_fwd(out + b, x + b, e - b);
@@ -103,7 +103,7 @@ void activation_backward(ActKind kind, float* dx, const float* dout, const float
   const bool reads_x = kind == ActKind::kGelu || kind == ActKind::kGeluNew;
   CHECK(reads_x ? x != nullptr : y != nullptr, "activation_backward needs ",
         reads_x ? "the input x" : "the output y");
-  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
     switch (kind) {
       case ActKind::kGelu:
         gelu_bwd(dx + b, dout + b, x + b, e - b);

@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/parallel.h"
 #include "kernels/dropout_internal.h"
+#include "kernels/vmath.h"
 
 namespace bertfit {
 namespace {
@@ -59,12 +60,10 @@ void masked_softmax(float* probs, const float* scores, const std::int32_t* mask,
   for (int j = 0; j < T; ++j) {
     if (mask[j] != 0) mx = std::max(mx, scores[j]);
   }
+  for (int j = 0; j < T; ++j) probs[j] = mask[j] != 0 ? detail::vexp(scores[j] - mx) : 0.0f;
   double sum = 0.0;
-  for (int j = 0; j < T; ++j) {
-    const float e = mask[j] != 0 ? std::exp(scores[j] - mx) : 0.0f;
-    probs[j] = e;
-    sum += e;
-  }
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < T; ++j) sum += probs[j];
   const float inv = static_cast<float>(1.0 / sum);
   for (int j = 0; j < T; ++j) probs[j] *= inv;
 }

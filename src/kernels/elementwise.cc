@@ -13,7 +13,7 @@ namespace bertfit {
 
 void add_forward(float* out, const float* a, const float* b, std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
-  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t i0, std::int64_t i1) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
   });
 }

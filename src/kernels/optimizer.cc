@@ -43,10 +43,9 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
   const float neg_step_size = static_cast<float>(-(h.lr / bias_correction1));
   const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float eps = static_cast<float>(h.eps);
-  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t i0, std::int64_t i1) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
-      float p = param[i];
-      if (decay) p = p * decay_factor;
+      const float p = decay ? param[i] * decay_factor : param[i];
       const float g = grad[i];
       const float mi = std::fma(g, one_minus_b1, m[i] * b1);
       const float vi = v[i] * b2 + (one_minus_b2 * g) * g;
@@ -82,7 +81,7 @@ double sum_squares(const float* x, std::int64_t n) {
 
 void scale_inplace(float* x, std::int64_t n, float s) {
   CHECK(n >= 0, "n = ", n);
-  parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t i0, std::int64_t i1) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) x[i] *= s;
   });
 }

@@ -1,22 +1,30 @@
 // Internal to kernels/: exp, erf and tanh for float written without branches or library calls,
 // so that loops calling them vectorise (libm's expf/erff/tanhf are opaque scalar calls).
-// Polynomials are near-minimax (Chebyshev) fits computed with mpmath; the measured accuracy
-// over dense sweeps is checked by vmath_test.cc: exp and tanh within 2 ulp, erf within 2u
-// absolute (and 2 ulp relative for |z| < 1).
+// Polynomials are near-minimax (Chebyshev) fits computed with mpmath. Measured over every
+// float (exhaustive sweeps against double libm): vexp <= 1.10 ulp (subnormal results
+// included), verf <= 1.37 ulp, vtanh <= 1.29 ulp; glibc's expf/erff/tanhf are <= ~1 ulp.
+// vmath_test.cc re-checks a dense subsample.
 #pragma once
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace bertfit::detail {
 
-// p(r) = Σ c[k] r^k by Horner with fused multiply-adds; c is highest degree first.
-template <int N>
-inline float horner(const float (&c)[N], float r) {
+// p(r) = Σ c[k] r^k by Horner with fused multiply-adds; c is highest degree first. Unrolled
+// at compile time (a loop here would stop the caller's loop from vectorising).
+template <std::size_t N, std::size_t... K>
+inline float horner_unrolled(const float (&c)[N], float r, std::index_sequence<K...>) {
   float p = c[0];
-  for (int k = 1; k < N; ++k) p = std::fma(p, r, c[k]);
+  ((p = std::fma(p, r, c[K + 1])), ...);
   return p;
+}
+template <std::size_t N>
+inline float horner(const float (&c)[N], float r) {
+  return horner_unrolled(c, r, std::make_index_sequence<N - 1>{});
 }
 
 // e^x. x = n·ln2 + r with |r| <= ln2/2; e^r by a degree-6 fit (max error 2e-9); 2^n applied
@@ -50,19 +58,22 @@ inline float vexp(float x) {
 // 1 - e^{-z²}·Q(z), Q = erfc·e^{z²} fitted in x = (2|z| - 5)/3 on [-1, 1] (degree 11, max
 // error 1e-8). |z| >= 4: ±1 (erfc(4) < 2^-26 rounds away).
 inline float verf(float z) {
+  // P(s) = c0 + s·P1(s); c0 (≈ 2/√π) is split into float hi + lo so that it does not
+  // contribute its own rounding (0.9u) to the result.
   static constexpr float kSmall[] = {7.875875063e-05f,  -8.016864287e-04f, 5.189087423e-03f,
-                                     -2.685421201e-02f, 1.128359472e-01f,  -3.761262667e-01f,
-                                     1.128379166e+00f};
+                                     -2.685421201e-02f, 1.128359472e-01f,  -3.761262667e-01f};
+  constexpr float kC0Hi = 1.128379107e+00f;
+  constexpr float kC0Lo = 5.932674441e-08f;
   static constexpr float kTail[] = {-3.566417877e-05f, 9.629120195e-05f,  -1.474161429e-04f,
                                     3.681510979e-04f,  -1.013662598e-03f, 2.425638938e-03f,
                                     -5.568837646e-03f, 1.248412315e-02f,  -2.700545821e-02f,
                                     5.611094756e-02f,  -1.115210179e-01f, 2.108063577e-01f};
   const float a = std::fabs(z);
   const float s = z * z;
-  const float small = z * horner(kSmall, s);
+  const float small = std::fma(z, kC0Hi, std::fma(z, kC0Lo, z * (s * horner(kSmall, s))));
   const float x = (a < 4.0f ? 2.0f * a - 5.0f : 3.0f) * (1.0f / 3.0f);
   const float erfc = vexp(-s) * horner(kTail, x);
-  const float big = std::copysign(a < 4.0f ? 1.0f - erfc : 1.0f, z);
+  const float big = std::copysign(a >= 4.0f ? 1.0f : 1.0f - erfc, z);  // NaN: 1 - NaN
   return a < 1.0f ? small : big;
 }
 
