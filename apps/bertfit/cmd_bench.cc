@@ -105,13 +105,20 @@ void run(const BenchOptions& o) {
   const double peak = measure_matmul_peak();
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  nlohmann::json j{{"engine", "bertfit"},          {"mode", o.mode},
-                   {"arch", arch_name(c.arch)},    {"precision", o.precision},
-                   {"threads", num_threads()},     {"batch_size", B},
-                   {"seq_len", T},                 {"steps", o.steps},
-                   {"ms_per_step", step * 1e3},    {"ms_per_step_min", *std::min_element(times.begin(), times.end()) * 1e3},
-                   {"samples_per_s", B / step},    {"gflop_per_step", flops / 1e9},
-                   {"gflops", flops / step / 1e9}, {"matmul_peak_gflops", peak},
+  nlohmann::json j{{"engine", "bertfit"},
+                   {"mode", o.mode},
+                   {"arch", arch_name(c.arch)},
+                   {"precision", o.precision},
+                   {"threads", num_threads()},
+                   {"batch_size", B},
+                   {"seq_len", T},
+                   {"steps", o.steps},
+                   {"ms_per_step", step * 1e3},
+                   {"ms_per_step_min", *std::min_element(times.begin(), times.end()) * 1e3},
+                   {"samples_per_s", B / step},
+                   {"gflop_per_step", flops / 1e9},
+                   {"gflops", flops / step / 1e9},
+                   {"matmul_peak_gflops", peak},
                    {"fraction_of_peak", flops / step / 1e9 / peak},
                    {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
   std::printf("%s\n", j.dump().c_str());
@@ -120,10 +127,13 @@ void run(const BenchOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure training-step or inference throughput on random batches; prints JSON "
-               "with samples/s, ms per step, GFLOP/s and the fraction of the matrix-product "
-               "peak measured in the same run.");
-  cmd->add_option("mode", o->mode, "train or infer")->required()->check(CLI::IsMember({"train", "infer"}));
+      "bench",
+      "Measure training-step or inference throughput on random batches; prints JSON "
+      "with samples/s, ms per step, GFLOP/s and the fraction of the matrix-product "
+      "peak measured in the same run.");
+  cmd->add_option("mode", o->mode, "train or infer")
+      ->required()
+      ->check(CLI::IsMember({"train", "infer"}));
   cmd->add_option("--arch", o->arch, "distilbert or bert (default sizes), when no --model")
       ->capture_default_str();
   cmd->add_option("--model", o->model_dir, "Benchmark this model folder instead");

@@ -50,8 +50,10 @@ void run(const EvalOptions& o) {
   auto encoded = encode_examples(tokenizer, examples.examples, o.max_seq_len);
   BertModel model(state.config, state.layout);
   EvalResult r = evaluate(model, state.params.data(), encoded, task, o.batch_size, 8);
-  nlohmann::json j{{"task", task.name}, {"split", o.data.task.empty() ? "dev" : o.split},
-                   {"examples", r.examples}, {"eval_loss", r.loss}};
+  nlohmann::json j{{"task", task.name},
+                   {"split", o.data.task.empty() ? "dev" : o.split},
+                   {"examples", r.examples},
+                   {"eval_loss", r.loss}};
   for (auto& [name, value] : r.metrics) j["eval_" + name] = value;
   std::printf("%s\n", j.dump().c_str());
 }
@@ -59,9 +61,10 @@ void run(const EvalOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Print a model's metrics as JSON on a GLUE split (--task T --data DIR [--split "
-              "dev]) or a labelled file (--dev-file F --text-a-column C [--text-b-column C] "
-              "--label-column C).");
+      "eval",
+      "Print a model's metrics as JSON on a GLUE split (--task T --data DIR [--split "
+      "dev]) or a labelled file (--dev-file F --text-a-column C [--text-b-column C] "
+      "--label-column C).");
   cmd->add_option("--model", o->model_dir, "Model folder")->required();
   add_option_table(*cmd, data_option_table(o->data), {"--train-file", "--regression"});
   cmd->add_option("--split", o->split, "GLUE split (dev, dev_matched, dev_mismatched, train)")

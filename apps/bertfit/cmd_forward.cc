@@ -33,14 +33,16 @@ std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string
     B = static_cast<int>(rows.size());
     T = rows[0].is_array() ? static_cast<int>(rows[0].size()) : 0;
   }
-  if (static_cast<int>(rows.size()) != B) throw_error(path, ": \"", key, "\" has ", rows.size(), " rows, expected ", B);
+  if (static_cast<int>(rows.size()) != B)
+    throw_error(path, ": \"", key, "\" has ", rows.size(), " rows, expected ", B);
   std::vector<std::int32_t> out;
   for (std::size_t b = 0; b < rows.size(); ++b) {
     if (!rows[b].is_array() || static_cast<int>(rows[b].size()) != T || T == 0) {
       throw_error(path, ": \"", key, "\" row ", b, " must have ", T, " integers");
     }
     for (const auto& v : rows[b]) {
-      if (!v.is_number_integer()) throw_error(path, ": \"", key, "\" row ", b, " has a non-integer");
+      if (!v.is_number_integer())
+        throw_error(path, ": \"", key, "\" row ", b, " has a non-integer");
       out.push_back(v.get<std::int32_t>());
     }
   }
@@ -61,12 +63,17 @@ void run(const ForwardOptions& o) {
   if (j.contains("attention_mask")) mask = read_matrix(j, "attention_mask", o.batch_path, B, T);
   if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", o.batch_path, B, T);
   const ModelConfig& c = state.config;
-  if (T > c.max_positions) throw_error(o.batch_path, ": sequence length ", T, " exceeds max_position_embeddings ", c.max_positions);
+  if (T > c.max_positions)
+    throw_error(o.batch_path, ": sequence length ", T, " exceeds max_position_embeddings ",
+                c.max_positions);
   for (auto id : ids) {
-    if (id < 0 || id >= c.vocab_size) throw_error(o.batch_path, ": token id ", id, " outside the vocabulary [0, ", c.vocab_size, ")");
+    if (id < 0 || id >= c.vocab_size)
+      throw_error(o.batch_path, ": token id ", id, " outside the vocabulary [0, ", c.vocab_size,
+                  ")");
   }
   for (auto t : types) {
-    if (t < 0 || (c.arch == Arch::kBert && t >= c.type_vocab_size)) throw_error(o.batch_path, ": token type id ", t, " out of range");
+    if (t < 0 || (c.arch == Arch::kBert && t >= c.type_vocab_size))
+      throw_error(o.batch_path, ": token type id ", t, " out of range");
   }
   BertModel model(c, state.layout);
   Activations acts;
@@ -77,7 +84,8 @@ void run(const ForwardOptions& o) {
   nlohmann::json out;
   out["logits"] = nlohmann::json::array();
   for (int b = 0; b < B; ++b) {
-    out["logits"].push_back(std::vector<float>(acts.logits.data() + b * K, acts.logits.data() + (b + 1) * K));
+    out["logits"].push_back(
+        std::vector<float>(acts.logits.data() + b * K, acts.logits.data() + (b + 1) * K));
   }
   if (j.contains("labels")) {
     if (!j["labels"].is_array() || static_cast<int>(j["labels"].size()) != B) {
@@ -111,10 +119,12 @@ void run(const ForwardOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<ForwardOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "forward", "One forward pass on a JSON batch (input_ids, attention_mask, token_type_ids, "
-                 "optional labels); prints logits and loss. For parity checks.");
+      "forward",
+      "One forward pass on a JSON batch (input_ids, attention_mask, token_type_ids, "
+      "optional labels); prints logits and loss. For parity checks.");
   cmd->add_option("--model", o->model_dir, "Model folder")->required();
-  cmd->add_option("--batch", o->batch_path, "Batch file (JSON, torch_peer.py's format)")->required();
+  cmd->add_option("--batch", o->batch_path, "Batch file (JSON, torch_peer.py's format)")
+      ->required();
   cmd->add_flag("--train-mode", o->train_mode, "Dropout on (as the config sets it)");
   cmd->add_option("--grads", o->grads_path,
                   "Write d loss / d parameter for every parameter to this safetensors file");

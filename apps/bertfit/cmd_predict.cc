@@ -40,7 +40,8 @@ void run(const PredictOptions& o) {
   file_options.table.header = !o.no_header;
   file_options.table.skip_malformed = o.skip_malformed;
   LoadedExamples loaded = load_custom_file(o.input, columns, file_options);
-  if (loaded.skipped_rows > 0) log_warn(o.input, ": skipped ", loaded.skipped_rows, " malformed rows");
+  if (loaded.skipped_rows > 0)
+    log_warn(o.input, ": skipped ", loaded.skipped_rows, " malformed rows");
   auto encoded = encode_examples(tokenizer, loaded.examples, o.max_seq_len);
   BertModel model(state.config, state.layout);
   const int K = state.config.num_labels;
@@ -79,8 +80,9 @@ void run(const PredictOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "predict", "Predict every row of a TSV/CSV/JSONL file; writes JSON lines with the label "
-                 "id, label name and probabilities (or the score for regression).");
+      "predict",
+      "Predict every row of a TSV/CSV/JSONL file; writes JSON lines with the label "
+      "id, label name and probabilities (or the score for regression).");
   cmd->add_option("--model", o->model_dir, "Model folder")->required();
   cmd->add_option("--input", o->input, "Input file (.tsv, .csv or .jsonl)")->required();
   cmd->add_option("--text-a-column", o->text_a, "First text column (index or header name)")

@@ -5,12 +5,13 @@
 #include "base/error.h"
 
 namespace bertfit::detail {
-[[noreturn]] void check_failed(const char* file, int line, const char* cond, const std::string& msg);
+[[noreturn]] void check_failed(const char* file, int line, const char* cond,
+                               const std::string& msg);
 }  // namespace bertfit::detail
 
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]] {                                                          \
+#define CHECK(cond, ...)                                                                       \
+  do {                                                                                         \
+    if (!(cond)) [[unlikely]] {                                                                \
       ::bertfit::detail::check_failed(__FILE__, __LINE__, #cond, ::bertfit::cat(__VA_ARGS__)); \
-    }                                                                                    \
+    }                                                                                          \
   } while (0)

@@ -68,8 +68,8 @@ Cached make_primitive(const Key& key) {
     attr.set_post_ops(ops);
   }
   auto& ctx = context();
-  dnnl::matmul::desc desc = key.bias ? dnnl::matmul::desc(c.a, c.b, c.bias, c.c)
-                                     : dnnl::matmul::desc(c.a, c.b, c.c);
+  dnnl::matmul::desc desc =
+      key.bias ? dnnl::matmul::desc(c.a, c.b, c.bias, c.c) : dnnl::matmul::desc(c.a, c.b, c.c);
   c.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, ctx.engine));
   return c;
 }
@@ -106,24 +106,49 @@ void matmul(const MatmulDesc& d, const float* a, const float* b, float* c) {
 void linear_forward(float* y, const float* x, const float* w, const float* bias, std::int64_t M,
                     std::int64_t K, std::int64_t N) {
   // y (M,N) = x (M,K) · wᵀ, w stored (N,K).
-  MatmulDesc d{.M = M, .N = N, .K = K, .trans_b = true, .lda = K, .ldb = K, .ldc = N,
-               .stride_a = M * K, .stride_b = N * K, .stride_c = M * N};
+  MatmulDesc d{.M = M,
+               .N = N,
+               .K = K,
+               .trans_b = true,
+               .lda = K,
+               .ldb = K,
+               .ldc = N,
+               .stride_a = M * K,
+               .stride_b = N * K,
+               .stride_c = M * N};
   run(d, x, w, y, bias);
 }
 
 void linear_backward_input(float* dx, const float* dy, const float* w, std::int64_t M,
                            std::int64_t K, std::int64_t N) {
   // dx (M,K) += dy (M,N) · w (N,K).
-  MatmulDesc d{.M = M, .N = K, .K = N, .lda = N, .ldb = K, .ldc = K, .stride_a = M * N,
-               .stride_b = N * K, .stride_c = M * K, .beta = 1.0f};
+  MatmulDesc d{.M = M,
+               .N = K,
+               .K = N,
+               .lda = N,
+               .ldb = K,
+               .ldc = K,
+               .stride_a = M * N,
+               .stride_b = N * K,
+               .stride_c = M * K,
+               .beta = 1.0f};
   run(d, dy, w, dx, nullptr);
 }
 
 void linear_backward_weight(float* dw, const float* dy, const float* x, std::int64_t M,
                             std::int64_t K, std::int64_t N) {
   // dw (N,K) += dyᵀ (N,M) · x (M,K), dy stored (M,N).
-  MatmulDesc d{.M = N, .N = K, .K = M, .trans_a = true, .lda = N, .ldb = K, .ldc = K,
-               .stride_a = M * N, .stride_b = M * K, .stride_c = N * K, .beta = 1.0f};
+  MatmulDesc d{.M = N,
+               .N = K,
+               .K = M,
+               .trans_a = true,
+               .lda = N,
+               .ldb = K,
+               .ldc = K,
+               .stride_a = M * N,
+               .stride_b = M * K,
+               .stride_c = N * K,
+               .beta = 1.0f};
   run(d, dy, x, dw, nullptr);
 }
 

@@ -25,8 +25,10 @@ void ref_matmul(const MatmulDesc& d, const float* a, const float* b, float* c, c
       for (std::int64_t j = 0; j < d.N; ++j) {
         double s = 0;
         for (std::int64_t k = 0; k < d.K; ++k) {
-          double av = d.trans_a ? a[bt * d.stride_a + k * d.lda + i] : a[bt * d.stride_a + i * d.lda + k];
-          double bv = d.trans_b ? b[bt * d.stride_b + j * d.ldb + k] : b[bt * d.stride_b + k * d.ldb + j];
+          double av =
+              d.trans_a ? a[bt * d.stride_a + k * d.lda + i] : a[bt * d.stride_a + i * d.lda + k];
+          double bv =
+              d.trans_b ? b[bt * d.stride_b + j * d.ldb + k] : b[bt * d.stride_b + k * d.ldb + j];
           s += av * bv;
         }
         float& out = c[bt * d.stride_c + i * d.ldc + j];
@@ -96,8 +98,8 @@ TEST(Gemm, LinearForwardAndBackward) {
     auto dw = random_vec(N * K, rng);
     auto dw_ref = dw;
     linear_backward_weight(dw.data(), dy.data(), x.data(), M, K, N);
-    MatmulDesc bw{.M = N, .N = K, .K = M, .trans_a = true, .lda = N, .ldb = K, .ldc = K,
-                  .beta = 1.0f};
+    MatmulDesc bw{
+        .M = N, .N = K, .K = M, .trans_a = true, .lda = N, .ldb = K, .ldc = K, .beta = 1.0f};
     ref_matmul(bw, dy.data(), x.data(), dw_ref.data(), nullptr);
     expect_close(dw, dw_ref, M);
   }

@@ -95,11 +95,13 @@ TEST(AdamW, SeveralStepsMatchDoubleReference) {
           adamw_update(p.data(), g.data(), m.data(), v.data(), n, h, decay);
           ref::adamw_update(rp.data(), g.to_double().data(), rm.data(), rv.data(), n, h, decay);
         }
-        // m and v are weighted sums of g and g² (weights summing to 1 - β^t <= 1); each step
-        // adds <= 4 roundings (constants included) per term: |δm| <= 4uS·max|g|, and v, a sum
-        // of positive terms, has relative error <= 4uS. The update lr·m̂/(sqrt(v̂)+eps) then
-        // errs by <= lr·(δm̂/sqrt(v̂) + 10·(δv̂/2v̂ + 5u)) <= lr·u·(60S + 50) per step (with
-        // δm̂ <= 4uS·max|g|/... bounded as above), plus 2 roundings of p per step.
+        // m_t = Σ_s (1-β1)β1^(t-s) g_s. Step s adds <= 4 roundings (the float constants β1,
+        // 1-β1 and two operations) of size <= |m_s| <= bc1_s·G (G = max|g| = 1), and later steps
+        // damp it by β1^(t-s), with β1^(t-s)·bc1_s <= bc1_t: |δm| <= 4uS·bc1, i.e. |δm̂| <= 4uS.
+        // v is a sum of positive terms: relative error <= 4uS. The update lr·m̂/(sqrt(v̂)+eps),
+        // with sqrt(v̂) >= 0.1 and |m̂|/sqrt(v̂) <= 10, then errs by
+        // <= lr·(δm̂/0.1 + 10·(δv̂/(2v̂) + 5u)) <= lr·u·(60S + 50) per step; p also takes 2
+        // roundings of size |p| + 10·lr per step. Factor 2 for second order.
         const double S = kSteps;
         EXPECT_TRUE(all_close(m.data(), rm.data(), n, 2 * 4 * kU * S));
         EXPECT_TRUE(all_close(v.data(), rv.data(), n,

@@ -13,41 +13,41 @@ namespace bertfit {
 
 // What the forward saves for one encoder layer.
 struct LayerActivations {
-  AlignedBuffer<float> qkv;     // (N,3C) fused q|k|v projections
-  AlignedBuffer<float> probs;   // (B,H,T,T) attention probabilities before dropout
-  AlignedBuffer<float> att;     // (N,C) attention output, heads concatenated
-  AlignedBuffer<float> res1;    // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
+  AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections
+  AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout
+  AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated
+  AlignedBuffer<float> res1;          // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
   AlignedBuffer<float> mean1, rstd1;  // (N)
-  AlignedBuffer<float> h1;      // (N,C) LayerNorm 1 output
-  AlignedBuffer<float> ff1;     // (N,I) h1·W1ᵀ + b1: activation input
-  AlignedBuffer<float> act;     // (N,I) activation output
-  AlignedBuffer<float> res2;    // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
+  AlignedBuffer<float> h1;            // (N,C) LayerNorm 1 output
+  AlignedBuffer<float> ff1;           // (N,I) h1·W1ᵀ + b1: activation input
+  AlignedBuffer<float> act;           // (N,I) activation output
+  AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
-  AlignedBuffer<float> out;     // (N,C) LayerNorm 2 output = next layer's input
+  AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input
 };
 
 struct Activations {
   int B = 0, T = 0;
-  std::vector<std::int32_t> positions;  // (N) position id of each row
-  AlignedBuffer<float> emb;             // (N,C) word + position (+ type) embeddings
+  std::vector<std::int32_t> positions;      // (N) position id of each row
+  AlignedBuffer<float> emb;                 // (N,C) word + position (+ type) embeddings
   AlignedBuffer<float> emb_mean, emb_rstd;  // (N)
-  AlignedBuffer<float> x0;              // (N,C) embeddings after LayerNorm and dropout
-  std::vector<LayerActivations> layers; // (L)
-  std::vector<std::int64_t> cls_rows;   // (B) row of each sequence's first token
-  AlignedBuffer<float> cls;             // (B,C) last hidden state at [CLS]
-  AlignedBuffer<float> pre;             // (B,C) pre_classifier / pooler output after ReLU/tanh
-  AlignedBuffer<float> pre_drop;        // (B,C) the same after dropout
-  AlignedBuffer<float> logits;          // (B,K)
-  AlignedBuffer<float> probs;           // (B,K) softmax of logits (classification)
-  AlignedBuffer<float> dlogits;         // (B,K) gradient of the loss w.r.t. the logits
+  AlignedBuffer<float> x0;                  // (N,C) embeddings after LayerNorm and dropout
+  std::vector<LayerActivations> layers;     // (L)
+  std::vector<std::int64_t> cls_rows;       // (B) row of each sequence's first token
+  AlignedBuffer<float> cls;                 // (B,C) last hidden state at [CLS]
+  AlignedBuffer<float> pre;                 // (B,C) pre_classifier / pooler output after ReLU/tanh
+  AlignedBuffer<float> pre_drop;            // (B,C) the same after dropout
+  AlignedBuffer<float> logits;              // (B,K)
+  AlignedBuffer<float> probs;               // (B,K) softmax of logits (classification)
+  AlignedBuffer<float> dlogits;             // (B,K) gradient of the loss w.r.t. the logits
 
   // Backward scratch, reused by every layer.
-  AlignedBuffer<float> d_out, d_in;     // (N,C) gradient w.r.t. a layer's output / input
-  AlignedBuffer<float> d_res2, d_ff2;   // (N,C)
-  AlignedBuffer<float> d_act, d_ff1;    // (N,I)
+  AlignedBuffer<float> d_out, d_in;    // (N,C) gradient w.r.t. a layer's output / input
+  AlignedBuffer<float> d_res2, d_ff2;  // (N,C)
+  AlignedBuffer<float> d_act, d_ff1;   // (N,I)
   AlignedBuffer<float> d_h1, d_res1, d_att_proj, d_att;  // (N,C)
-  AlignedBuffer<float> d_qkv;           // (N,3C)
-  AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
+  AlignedBuffer<float> d_qkv;                            // (N,3C)
+  AlignedBuffer<float> d_cls, d_pre, d_pre_drop;         // (B,C)
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers.
   void resize(const ModelConfig& config, int B, int T, bool for_training);

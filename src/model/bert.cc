@@ -22,9 +22,12 @@ void zero(AlignedBuffer<float>& b, std::int64_t n) { std::memset(b.data(), 0, n 
 
 ActKind act_kind(Activation a) {
   switch (a) {
-    case Activation::kGelu: return ActKind::kGelu;
-    case Activation::kGeluNew: return ActKind::kGeluNew;
-    case Activation::kRelu: return ActKind::kRelu;
+    case Activation::kGelu:
+      return ActKind::kGelu;
+    case Activation::kGeluNew:
+      return ActKind::kGeluNew;
+    case Activation::kRelu:
+      return ActKind::kRelu;
   }
   return ActKind::kGelu;
 }
@@ -40,9 +43,9 @@ struct LayerTensors {
 template <class F>
 LayerTensors<F> layer_tensors(const ParamLayout& lay, F* base, int l) {
   auto p = [&](Role r) { return base + lay.offset(r, l); };
-  return {p(Role::kQW), p(Role::kQB), p(Role::kOW),   p(Role::kOB),   p(Role::kLn1W),
-          p(Role::kLn1B), p(Role::kFf1W), p(Role::kFf1B), p(Role::kFf2W), p(Role::kFf2B),
-          p(Role::kLn2W), p(Role::kLn2B)};
+  return {p(Role::kQW),   p(Role::kQB),   p(Role::kOW),   p(Role::kOB),
+          p(Role::kLn1W), p(Role::kLn1B), p(Role::kFf1W), p(Role::kFf1B),
+          p(Role::kFf2W), p(Role::kFf2B), p(Role::kLn2W), p(Role::kLn2B)};
 }
 
 }  // namespace
@@ -73,8 +76,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     types = zeros.data();
   }
   embedding_forward(a.emb.data(), in.input_ids, a.positions.data(), bert ? types : nullptr,
-                    P(Role::kWordEmb), P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N,
-                    C);
+                    P(Role::kWordEmb), P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N, C);
   layernorm_forward(a.x0.data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(),
                     P(Role::kEmbLnW), P(Role::kEmbLnB), N, C, eps);
   dropout_forward(a.x0.data(), a.x0.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
@@ -86,24 +88,23 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     const auto w = layer_tensors(lay, params, l);
     // Self-attention block: r1 = x + Drop(Attn(x)·Woᵀ + bo); h1 = LN1(r1).
     linear_forward(s.qkv.data(), x, w.qkv_w, w.qkv_b, N, C, 3 * C);
-    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, shape,
-                      p_attn, key(l, kSiteAttentionProbs));
+    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, shape, p_attn,
+                      key(l, kSiteAttentionProbs));
     linear_forward(s.res1.data(), s.att.data(), w.o_w, w.o_b, N, C, C);
     if (bert) {
-      dropout_forward(s.res1.data(), s.res1.data(), N * C, p_hidden,
-                      key(l, kSiteAttentionOutput));
+      dropout_forward(s.res1.data(), s.res1.data(), N * C, p_hidden, key(l, kSiteAttentionOutput));
     }
     add_forward(s.res1.data(), s.res1.data(), x, N * C);
-    layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w,
-                      w.ln1_b, N, C, eps);
+    layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w, w.ln1_b,
+                      N, C, eps);
     // Feed-forward block: r2 = h1 + Drop(act(h1·W1ᵀ + b1)·W2ᵀ + b2); out = LN2(r2).
     linear_forward(s.ff1.data(), s.h1.data(), w.ff1_w, w.ff1_b, N, C, I);
     activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), N * I);
     linear_forward(s.res2.data(), s.act.data(), w.ff2_w, w.ff2_b, N, I, C);
     dropout_forward(s.res2.data(), s.res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
     add_forward(s.res2.data(), s.res2.data(), s.h1.data(), N * C);
-    layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w,
-                      w.ln2_b, N, C, eps);
+    layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b,
+                      N, C, eps);
     x = s.out.data();
   }
 
@@ -165,12 +166,11 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   linear_backward_weight(G(Role::kClsW), a.dlogits.data(), a.pre_drop.data(), B, C, K);
   bias_backward(G(Role::kClsB), a.dlogits.data(), B, K);
   linear_backward_input(a.d_pre_drop.data(), a.dlogits.data(), P(Role::kClsW), B, C, K);
-  dropout_backward(a.d_pre.data(), a.d_pre_drop.data(), BC, p_cls,
-                   key(c.layers, kSiteClassifier));
+  dropout_backward(a.d_pre.data(), a.d_pre_drop.data(), BC, p_cls, key(c.layers, kSiteClassifier));
   // ReLU / tanh backward read their output; the in-place forward left it in a.pre.
   zero(a.d_pre_drop, BC);  // reuse as d(pre-activation)
-  activation_backward(bert ? ActKind::kTanh : ActKind::kRelu, a.d_pre_drop.data(),
-                      a.d_pre.data(), nullptr, a.pre.data(), BC);
+  activation_backward(bert ? ActKind::kTanh : ActKind::kRelu, a.d_pre_drop.data(), a.d_pre.data(),
+                      nullptr, a.pre.data(), BC);
   linear_backward_weight(G(Role::kPreW), a.d_pre_drop.data(), a.cls.data(), B, C, C);
   bias_backward(G(Role::kPreB), a.d_pre_drop.data(), B, C);
   linear_backward_input(a.d_cls.data(), a.d_pre_drop.data(), P(Role::kPreW), B, C, C);
@@ -224,8 +224,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     linear_backward_input(a.d_att.data(), d_proj, w.o_w, N, C, C);
     // att = Attn(qkv)
     zero(a.d_qkv, N * 3 * C);
-    attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(), shape,
-                       p_attn, key(l, kSiteAttentionProbs));
+    attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(), shape, p_attn,
+                       key(l, kSiteAttentionProbs));
     // qkv = x·Wqkvᵀ + bqkv
     linear_backward_weight(g.qkv_w, a.d_qkv.data(), x, N, C, 3 * C);
     bias_backward(g.qkv_b, a.d_qkv.data(), N, 3 * C);
@@ -247,8 +247,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     types = zeros.data();
   }
   embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
-                     a.d_res2.data(), in.input_ids, a.positions.data(), bert ? types : nullptr,
-                     N, C, c.pad_token_id);
+                     a.d_res2.data(), in.input_ids, a.positions.data(), bert ? types : nullptr, N,
+                     C, c.pad_token_id);
   done(-1);
 }
 

@@ -12,10 +12,10 @@ namespace bertfit {
 // Forward FLOPs for B sequences of T tokens.
 inline double forward_flops(const ModelConfig& c, std::int64_t B, std::int64_t T) {
   const double N = static_cast<double>(B * T), C = c.hidden, I = c.intermediate;
-  const double per_layer = 2 * N * C * 3 * C          // fused QKV projection
-                           + 2 * 2 * B * T * T * C    // q·kᵀ and p·v over all heads
-                           + 2 * N * C * C            // output projection
-                           + 2 * 2 * N * C * I;       // FFN up and down
+  const double per_layer = 2 * N * C * 3 * C        // fused QKV projection
+                           + 2 * 2 * B * T * T * C  // q·kᵀ and p·v over all heads
+                           + 2 * N * C * C          // output projection
+                           + 2 * 2 * N * C * I;     // FFN up and down
   const double head = 2.0 * B * C * C + 2.0 * B * C * c.num_labels;
   return c.layers * per_layer + head;
 }

@@ -64,8 +64,8 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
   add_module(emb + "LayerNorm", Role::kEmbLnW, -1, {C}, true);
 
   for (int l = 0; l < c.layers; ++l) {
-    std::string prefix = base + (bert ? "encoder.layer." : "transformer.layer.") +
-                         std::to_string(l) + ".";
+    std::string prefix =
+        base + (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(l) + ".";
     // The q, k and v projections go first as [q.w k.w v.w q.b k.b v.b] so that they form
     // one (3C, C) weight and one (3C) bias: a single fused QKV matrix product.
     for (int i = 0; i < 3; ++i) {
@@ -80,10 +80,10 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
     }
     for (const RoleSpec& m : std::span(kLayerModules).subspan(3)) {
       bool ln = m.role == Role::kLn1W || m.role == Role::kLn2W;
-      Shape shape = ln                        ? Shape{C}
-                    : m.role == Role::kFf1W   ? Shape{I, C}
-                    : m.role == Role::kFf2W   ? Shape{C, I}
-                                              : Shape{C, C};
+      Shape shape = ln                      ? Shape{C}
+                    : m.role == Role::kFf1W ? Shape{I, C}
+                    : m.role == Role::kFf2W ? Shape{C, I}
+                                            : Shape{C, C};
       add_module(prefix + (bert ? m.bert : m.distilbert), m.role, l, shape, ln);
     }
   }

@@ -17,10 +17,31 @@
 namespace bertfit {
 
 enum class Role : int {
-  kWordEmb, kPosEmb, kTypeEmb, kEmbLnW, kEmbLnB,
-  kQW, kQB, kKW, kKB, kVW, kVB, kOW, kOB, kLn1W, kLn1B,
-  kFf1W, kFf1B, kFf2W, kFf2B, kLn2W, kLn2B,
-  kPreW, kPreB, kClsW, kClsB,
+  kWordEmb,
+  kPosEmb,
+  kTypeEmb,
+  kEmbLnW,
+  kEmbLnB,
+  kQW,
+  kQB,
+  kKW,
+  kKB,
+  kVW,
+  kVB,
+  kOW,
+  kOB,
+  kLn1W,
+  kLn1B,
+  kFf1W,
+  kFf1B,
+  kFf2W,
+  kFf2B,
+  kLn2W,
+  kLn2B,
+  kPreW,
+  kPreB,
+  kClsW,
+  kClsB,
   kCount
 };
 inline constexpr int kNumRoles = static_cast<int>(Role::kCount);
@@ -28,13 +49,13 @@ inline constexpr int kNumRoles = static_cast<int>(Role::kCount);
 enum class ParamInit { kNormal, kZero, kOne };
 
 struct ParamEntry {
-  std::string name;      // HF state-dict name
+  std::string name;  // HF state-dict name
   Role role;
-  int layer;             // -1: embeddings; 0..L-1: encoder layer; L: head
+  int layer;  // -1: embeddings; 0..L-1: encoder layer; L: head
   Shape shape;
-  std::int64_t offset;   // in floats, into the flat buffer
-  std::int64_t size;     // numel
-  bool decay;            // weight decay applies
+  std::int64_t offset;  // in floats, into the flat buffer
+  std::int64_t size;    // numel
+  bool decay;           // weight decay applies
   ParamInit init;
 };
 

@@ -28,7 +28,8 @@ void save_checkpoint(const std::string& output_dir, const ModelState& state,
   fs::remove_all(old_dir, ec);
   if (fs::exists(final_dir)) {
     fs::rename(final_dir, old_dir, ec);
-    if (ec) throw_error(final_dir, ": cannot move aside the previous checkpoint (", ec.message(), ")");
+    if (ec)
+      throw_error(final_dir, ": cannot move aside the previous checkpoint (", ec.message(), ")");
   }
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) throw_error(final_dir, ": cannot install the new checkpoint (", ec.message(), ")");

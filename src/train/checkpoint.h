@@ -5,9 +5,8 @@
 // leaves either the previous or the new checkpoint whole.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/model_io.h"
 #include "train/optimizer.h"

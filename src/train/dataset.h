@@ -12,11 +12,11 @@
 namespace bertfit {
 
 struct TaskInfo {
-  std::string name;                     // task name, or "custom"
+  std::string name;  // task name, or "custom"
   bool regression = false;
-  std::vector<std::string> label_names; // classification: class-id order
-  std::vector<std::string> metrics;     // metric names for compute_task_metrics
-  std::vector<std::string> eval_splits; // GLUE: the dev split(s); custom: {"dev"}
+  std::vector<std::string> label_names;  // classification: class-id order
+  std::vector<std::string> metrics;      // metric names for compute_task_metrics
+  std::vector<std::string> eval_splits;  // GLUE: the dev split(s); custom: {"dev"}
 };
 
 // The task of a GLUE run (from the task table), or of a custom run with the given labels.

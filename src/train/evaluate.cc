@@ -54,8 +54,8 @@ EvalResult evaluate(const BertModel& model, const float* params,
                     const std::vector<EncodedExample>& examples, const TaskInfo& task,
                     int batch_size, int pad_to_multiple_of) {
   const int K = model.config().num_labels;
-  std::vector<float> logits = predict_logits(model, params, examples, batch_size,
-                                             pad_to_multiple_of);
+  std::vector<float> logits =
+      predict_logits(model, params, examples, batch_size, pad_to_multiple_of);
   std::vector<float> labels(examples.size());
   for (std::size_t i = 0; i < examples.size(); ++i) labels[i] = examples[i].label;
   EvalResult r;

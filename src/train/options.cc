@@ -16,30 +16,30 @@ std::vector<OptionSpec> data_option_table(DataOptions& d) {
       {"--dev-file", "Custom evaluation file (same columns as --train-file)", &d.dev_file, false},
       {"--text-a-column", "Custom files: first text column (0-based index or header name)",
        &d.text_a_column, true},
-      {"--text-b-column", "Custom files: second text column, for sentence pairs",
-       &d.text_b_column, true},
+      {"--text-b-column", "Custom files: second text column, for sentence pairs", &d.text_b_column,
+       true},
       {"--label-column", "Custom files: label column", &d.label_column, true},
       {"--no-header", "Custom files: the first line is data, not a header", &d.no_header, true},
       {"--skip-malformed", "Skip rows with missing columns (and count them) instead of failing",
        &d.skip_malformed, true},
-      {"--regression", "Custom files: the label is a number (MSE loss, one output)",
-       &d.regression, true},
+      {"--regression", "Custom files: the label is a number (MSE loss, one output)", &d.regression,
+       true},
   };
 }
 
 std::vector<OptionSpec> train_option_table(TrainOptions& o) {
   std::vector<OptionSpec> t = {
       {"--model", "Model folder: config.json, model.safetensors, vocab.txt", &o.model_dir, false},
-      {"--output", "Output folder: the fine-tuned model, metrics.jsonl, checkpoint/",
-       &o.output_dir, false},
+      {"--output", "Output folder: the fine-tuned model, metrics.jsonl, checkpoint/", &o.output_dir,
+       false},
   };
   for (auto& s : data_option_table(o.data)) t.push_back(s);
   std::vector<OptionSpec> rest = {
       {"--epochs", "Number of passes over the training data (default 3)", &o.epochs, true},
       {"--batch-size", "Examples per step (per process; default 32)", &o.batch_size, true},
       {"--lr", "Peak learning rate of AdamW (default 2e-5)", &o.lr, true},
-      {"--max-seq-len", "Truncate each example to this many tokens (default 128)",
-       &o.max_seq_len, true},
+      {"--max-seq-len", "Truncate each example to this many tokens (default 128)", &o.max_seq_len,
+       true},
       {"--weight-decay", "AdamW weight decay, not on biases and LayerNorm weights (default 0)",
        &o.weight_decay, true},
       {"--warmup-steps", "Linear warmup steps (default 0)", &o.warmup_steps, true},
@@ -47,18 +47,17 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
        &o.warmup_ratio, true},
       {"--max-grad-norm", "Clip gradients to this global L2 norm; 0 disables (default 1)",
        &o.max_grad_norm, true},
-      {"--grad-accum", "Micro-batches accumulated per optimizer step (default 1)",
-       &o.grad_accum, true},
+      {"--grad-accum", "Micro-batches accumulated per optimizer step (default 1)", &o.grad_accum,
+       true},
       {"--seed", "Seed for shuffling and dropout (default 42)", &o.seed, true},
       {"--max-steps", "Stop after this many optimizer steps (overrides --epochs)", &o.max_steps,
        true},
       {"--no-shuffle", "Take examples in file order, epoch after epoch", &o.no_shuffle, true},
-      {"--eval-every", "Evaluate on the dev split: epoch, every N steps, or never",
-       &o.eval_every, false},
+      {"--eval-every", "Evaluate on the dev split: epoch, every N steps, or never", &o.eval_every,
+       false},
       {"--save-every", "Write a resumable checkpoint every N steps (0: at each evaluation)",
        &o.save_every, false},
-      {"--log-every", "Log loss and learning rate every N steps (default 10)", &o.log_every,
-       false},
+      {"--log-every", "Log loss and learning rate every N steps (default 10)", &o.log_every, false},
       {"--pad-to-multiple-of", "Dynamic padding: round each batch's length up to this (default 8)",
        &o.pad_to_multiple_of, true},
       {"--threads", "Compute threads (default: all cores)", &o.threads, false},
@@ -91,8 +90,8 @@ void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) 
     const std::string key = key_of(s.flag);
     nlohmann::json now = value_of(s);
     if (!saved.contains(key) || saved[key] != now) {
-      diffs += cat(diffs.empty() ? "" : ", ", s.flag, " is ", now.dump(), " but the checkpoint has ",
-                   saved.contains(key) ? saved[key].dump() : "nothing");
+      diffs += cat(diffs.empty() ? "" : ", ", s.flag, " is ", now.dump(),
+                   " but the checkpoint has ", saved.contains(key) ? saved[key].dump() : "nothing");
     }
   }
   if (!diffs.empty()) {
@@ -108,8 +107,9 @@ void validate_train_options(const TrainOptions& o) {
   bool glue = !d.task.empty() || !d.data_dir.empty();
   bool custom = !d.train_file.empty();
   if (glue == custom) {
-    throw_error("give either --task with --data, or --train-file with --text-a-column and "
-                "--label-column");
+    throw_error(
+        "give either --task with --data, or --train-file with --text-a-column and "
+        "--label-column");
   }
   if (glue && (d.task.empty() || d.data_dir.empty())) {
     throw_error("--task and --data go together");
@@ -129,8 +129,8 @@ void validate_train_options(const TrainOptions& o) {
   if (o.log_every <= 0) throw_error("--log-every must be > 0");
   if (o.save_every < 0) throw_error("--save-every must be >= 0");
   if (o.eval_every != "epoch" && o.eval_every != "never") {
-    bool digits = !o.eval_every.empty() &&
-                  o.eval_every.find_first_not_of("0123456789") == std::string::npos;
+    bool digits =
+        !o.eval_every.empty() && o.eval_every.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoll(o.eval_every) <= 0) {
       throw_error("--eval-every must be 'epoch', 'never' or a positive step count, got '",
                   o.eval_every, "'");

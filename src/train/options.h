@@ -4,26 +4,25 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace bertfit {
 
 // Where the examples come from: a GLUE task folder, or custom files with named columns.
 struct DataOptions {
-  std::string task;          // mrpc, sst2, ... (with data_dir)
-  std::string data_dir;      // the task's GLUE folder (train.tsv, dev.tsv, ...)
-  std::string train_file;    // custom TSV/CSV/JSONL
+  std::string task;        // mrpc, sst2, ... (with data_dir)
+  std::string data_dir;    // the task's GLUE folder (train.tsv, dev.tsv, ...)
+  std::string train_file;  // custom TSV/CSV/JSONL
   std::string dev_file;
   std::string text_a_column;
   std::string text_b_column;
   std::string label_column;
   bool no_header = false;
   bool skip_malformed = false;
-  bool regression = false;   // custom files: the label column holds numbers
+  bool regression = false;  // custom files: the label column holds numbers
 };
 
 struct TrainOptions {
@@ -52,7 +51,7 @@ struct TrainOptions {
 
 // One option as the CLI shows it.
 struct OptionSpec {
-  std::string flag;   // "--lr"
+  std::string flag;  // "--lr"
   std::string help;
   std::variant<bool*, int*, std::int64_t*, double*, std::string*> target;
   bool affects_trajectory;  // must match when resuming

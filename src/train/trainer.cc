@@ -117,17 +117,18 @@ TrainSummary run_training(const TrainOptions& options) {
                 state.config.max_positions, ") in ", o.model_dir);
   }
   LoadedExamples train = load_train_examples(d, std::nullopt);
-  TaskInfo task = !d.task.empty() ? glue_task_info(d.task)
-                                  : custom_task_info(d.regression, train.label_names);
+  TaskInfo task =
+      !d.task.empty() ? glue_task_info(d.task) : custom_task_info(d.regression, train.label_names);
   const int needed = task.regression ? 1 : static_cast<int>(task.label_names.size());
   if (state.config.num_labels != needed) {
     throw_error(o.model_dir, ": the model has num_labels = ", state.config.num_labels, " but ",
-                task.name, " needs ", needed, "; make one with `bertfit init --num-labels ",
-                needed, "` or use a checkpoint trained for this task");
+                task.name, " needs ", needed, "; make one with `bertfit init --num-labels ", needed,
+                "` or use a checkpoint trained for this task");
   }
   if (!task.regression) state.config.id2label = task.label_names;
   state.config.problem_type = task.regression ? "regression" : "single_label_classification";
-  if (train.skipped_rows > 0) log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
+  if (train.skipped_rows > 0)
+    log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
   std::vector<std::pair<std::string, LoadedExamples>> dev_sets;
   if (o.eval_every != "never" && (!d.task.empty() || !d.dev_file.empty())) {
     for (const std::string& split : task.eval_splits) {
@@ -176,10 +177,13 @@ TrainSummary run_training(const TrainOptions& options) {
   TrainSummary summary;
   auto run_eval = [&](std::int64_t step, double epoch) {
     for (auto& [split, enc] : dev_enc) {
-      EvalResult r = evaluate(model, state.params.data(), enc, task, o.batch_size,
-                              o.pad_to_multiple_of);
-      nlohmann::json rec{{"step", step}, {"epoch", epoch}, {"split", split},
-                         {"eval_loss", r.loss}, {"eval_examples", r.examples}};
+      EvalResult r =
+          evaluate(model, state.params.data(), enc, task, o.batch_size, o.pad_to_multiple_of);
+      nlohmann::json rec{{"step", step},
+                         {"epoch", epoch},
+                         {"split", split},
+                         {"eval_loss", r.loss},
+                         {"eval_examples", r.examples}};
       for (auto& [name, value] : r.metrics) rec["eval_" + name] = value;
       run_log.record(rec);
       log_info("eval ", split, " at step ", step, ": ", rec.dump());
@@ -237,17 +241,21 @@ TrainSummary run_training(const TrainOptions& options) {
     if (done % o.log_every == 0 || done == total_steps) {
       double elapsed = train_seconds + train_timer.seconds();
       double rate = samples_done / std::max(elapsed, 1e-9);
-      run_log.record({{"step", done}, {"epoch", epoch}, {"loss", window_loss / window_steps},
-                      {"lr", lr}, {"grad_norm", norm}, {"samples_per_s", rate}});
+      run_log.record({{"step", done},
+                      {"epoch", epoch},
+                      {"loss", window_loss / window_steps},
+                      {"lr", lr},
+                      {"grad_norm", norm},
+                      {"samples_per_s", rate}});
       run_log.progress(done, total_steps, window_loss / window_steps, lr, rate,
                        (total_samples - last) / std::max(rate, 1e-9));
       window_loss = 0;
       window_steps = 0;
     }
     const bool epoch_end = last / n > first / n;
-    const bool want_eval = !dev_enc.empty() &&
-                           ((o.eval_every == "epoch" && epoch_end) ||
-                            (every > 0 && done % every == 0) || done == total_steps);
+    const bool want_eval =
+        !dev_enc.empty() && ((o.eval_every == "epoch" && epoch_end) ||
+                             (every > 0 && done % every == 0) || done == total_steps);
     if (want_eval) {
       train_seconds += train_timer.seconds();
       run_log.end_progress();

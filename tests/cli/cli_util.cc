@@ -29,8 +29,8 @@ void write_text(const std::string& path, const std::string& text) {
 
 RunResult run_bertfit(const std::string& args) {
   TempDir tmp;
-  std::string cmd = bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" +
-                    (tmp / "err");
+  std::string cmd =
+      bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" + (tmp / "err");
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

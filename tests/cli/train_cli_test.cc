@@ -45,9 +45,9 @@ std::vector<float> all_params(const std::string& path) {
 TEST(TrainCli, MrpcRunsEndToEndAndEvalReproducesDevMetrics) {
   TempDir tmp;
   init_tiny_model(tmp / "model");
-  RunResult r = run_bertfit("train --model " + (tmp / "model") + " --output " + (tmp / "out") +
-                            " --task mrpc --data " + mrpc() +
-                            " --max-steps 12 --batch-size 16 --lr 1e-3 --max-seq-len 64 --log-every 4");
+  RunResult r = run_bertfit(
+      "train --model " + (tmp / "model") + " --output " + (tmp / "out") + " --task mrpc --data " +
+      mrpc() + " --max-steps 12 --batch-size 16 --lr 1e-3 --max-seq-len 64 --log-every 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json summary = last_json(r.out);
   ASSERT_TRUE(summary.contains("eval_accuracy")) << r.out;
@@ -76,9 +76,9 @@ TEST(TrainCli, MrpcRunsEndToEndAndEvalReproducesDevMetrics) {
   EXPECT_EQ(ev["examples"], 408);
 
   // predict writes one JSON line per row with a label and probabilities summing to 1.
-  RunResult p = run_bertfit("predict --model " + (tmp / "out") + " --input " + mrpc() +
-                            "/dev.tsv --text-a-column 3 --text-b-column 4 --output " +
-                            (tmp / "pred.jsonl"));
+  RunResult p =
+      run_bertfit("predict --model " + (tmp / "out") + " --input " + mrpc() +
+                  "/dev.tsv --text-a-column 3 --text-b-column 4 --output " + (tmp / "pred.jsonl"));
   ASSERT_EQ(p.exit_code, 0) << p.err;
   std::string pred = read_text(tmp / "pred.jsonl");
   EXPECT_EQ(std::count(pred.begin(), pred.end(), '\n'), 408);
@@ -97,8 +97,8 @@ TEST(TrainCli, KilledRunResumesToTheSameParameters) {
   const std::string common = " --task mrpc --data " + mrpc() +
                              " --max-steps 24 --batch-size 8 --lr 1e-3 --max-seq-len 48"
                              " --save-every 4 --eval-every never --threads 2";
-  RunResult full = run_bertfit("train --model " + (tmp / "model") + " --output " +
-                               (tmp / "full") + common);
+  RunResult full =
+      run_bertfit("train --model " + (tmp / "model") + " --output " + (tmp / "full") + common);
   ASSERT_EQ(full.exit_code, 0) << full.err;
 
   std::string cmd = "exec " + bertfit_binary() + " train --model " + (tmp / "model") +
@@ -145,9 +145,8 @@ TEST(TrainCli, KilledRunResumesToTheSameParameters) {
   EXPECT_EQ(differing, 0u) << "resumed at step " << step;
 
   // Resuming with a different trajectory-changing option is refused.
-  RunResult bad = run_bertfit("train --model " + (tmp / "model") + " --output " +
-                              (tmp / "killed") + common + " --lr 5e-4 --resume " +
-                              (tmp / "killed"));
+  RunResult bad = run_bertfit("train --model " + (tmp / "model") + " --output " + (tmp / "killed") +
+                              common + " --lr 5e-4 --resume " + (tmp / "killed"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--lr"), std::string::npos) << bad.err;
 }
@@ -172,16 +171,16 @@ TEST(TrainCli, UserErrorsAreClearAndLeaveNoOutput) {
   const std::string out = tmp / "out";
   // Missing data files.
   fs::create_directories(tmp / "empty_glue");
-  expect_user_error("train" + model + " --output " + out + " --task mrpc --data " +
-                        (tmp / "empty_glue"),
-                    "train.tsv", out);
+  expect_user_error(
+      "train" + model + " --output " + out + " --task mrpc --data " + (tmp / "empty_glue"),
+      "train.tsv", out);
   // A label outside the task's label set.
   fs::create_directories(tmp / "badlabel");
   write_text(tmp / "badlabel/train.tsv",
              "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta b\tc d\n7\t3\t4\te f\tg h\n");
-  expect_user_error("train" + model + " --output " + out + " --task mrpc --data " +
-                        (tmp / "badlabel"),
-                    "train.tsv:3", out);
+  expect_user_error(
+      "train" + model + " --output " + out + " --task mrpc --data " + (tmp / "badlabel"),
+      "train.tsv:3", out);
   // --max-seq-len beyond max_position_embeddings.
   expect_user_error("train" + model + " --output " + out + " --task mrpc --data " + mrpc() +
                         " --max-seq-len 1000",
@@ -193,9 +192,9 @@ TEST(TrainCli, UserErrorsAreClearAndLeaveNoOutput) {
   j["dim"] = 48;
   j["hidden_dim"] = 96;
   write_text(tmp / "badmodel/config.json", j.dump());
-  expect_user_error("train --model " + (tmp / "badmodel") + " --output " + out +
-                        " --task mrpc --data " + mrpc(),
-                    "model.safetensors", out);
+  expect_user_error(
+      "train --model " + (tmp / "badmodel") + " --output " + out + " --task mrpc --data " + mrpc(),
+      "model.safetensors", out);
   // An output folder that is a file.
   write_text(tmp / "afile", "x");
   expect_user_error("train" + model + " --output " + (tmp / "afile") + " --task mrpc --data " +
@@ -203,32 +202,33 @@ TEST(TrainCli, UserErrorsAreClearAndLeaveNoOutput) {
                     "afile", "");
   EXPECT_EQ(read_text(tmp / "afile"), "x");
   // A task whose label count does not match the model.
-  expect_user_error("train" + model + " --output " + out + " --task stsb --data " +
-                        shared_dir() + "/data/glue/STS-B",
+  expect_user_error("train" + model + " --output " + out + " --task stsb --data " + shared_dir() +
+                        "/data/glue/STS-B",
                     "num-labels 1", out);
   // Bad option values.
-  expect_user_error("train" + model + " --output " + out + " --task mrpc --data " + mrpc() +
-                        " --batch-size 0",
-                    "--batch-size", out);
+  expect_user_error(
+      "train" + model + " --output " + out + " --task mrpc --data " + mrpc() + " --batch-size 0",
+      "--batch-size", out);
   expect_user_error("train" + model + " --output " + out + " --task mrpc --data " + mrpc() +
                         " --eval-every sometimes",
                     "--eval-every", out);
 }
 
 TEST(TrainCli, EveryCommandHasHelp) {
-  for (const char* cmd : {"", "init", "inspect", "tokenize", "train", "eval", "predict",
-                          "forward"}) {
+  for (const char* cmd :
+       {"", "init", "inspect", "tokenize", "train", "eval", "predict", "forward"}) {
     RunResult r = run_bertfit(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("--"), std::string::npos) << cmd;
   }
   RunResult train = run_bertfit("train --help");
-  for (const char* flag : {"--model", "--output", "--task", "--data", "--train-file", "--dev-file",
-                           "--text-a-column", "--text-b-column", "--label-column", "--epochs",
-                           "--batch-size", "--lr", "--max-seq-len", "--weight-decay",
-                           "--warmup-steps", "--warmup-ratio", "--max-grad-norm", "--grad-accum",
-                           "--seed", "--max-steps", "--no-shuffle", "--eval-every", "--threads",
-                           "--resume"}) {
+  for (const char* flag :
+       {"--model",         "--output",       "--task",          "--data",
+        "--train-file",    "--dev-file",     "--text-a-column", "--text-b-column",
+        "--label-column",  "--epochs",       "--batch-size",    "--lr",
+        "--max-seq-len",   "--weight-decay", "--warmup-steps",  "--warmup-ratio",
+        "--max-grad-norm", "--grad-accum",   "--seed",          "--max-steps",
+        "--no-shuffle",    "--eval-every",   "--threads",       "--resume"}) {
     EXPECT_NE(train.out.find(flag), std::string::npos) << flag;
   }
 }

@@ -46,7 +46,8 @@ GoldenBatch read_batch(const std::string& model) {
     for (int t = 0; t < b.T; ++t) {
       b.ids.push_back(j["input_ids"][i][t].get<std::int32_t>());
       b.mask.push_back(j["attention_mask"][i][t].get<std::int32_t>());
-      b.types.push_back(j.contains("token_type_ids") ? j["token_type_ids"][i][t].get<std::int32_t>() : 0);
+      b.types.push_back(j.contains("token_type_ids") ? j["token_type_ids"][i][t].get<std::int32_t>()
+                                                     : 0);
     }
     b.labels.push_back(j["labels"][i].get<float>());
   }

@@ -1,0 +1,94 @@
+// Communicator: the one interface the trainer uses to talk to other ranks. Two implementations:
+// LocalCommunicator (one process; every collective is the identity) and, when bertfit is built
+// with MPI, an MPI communicator (mpi_communicator.cc, the only file family that includes
+// <mpi.h>). make_communicator() picks one from the environment, so a plain run and an
+// `mpirun -np N` run execute the same code path.
+//
+// Failure behaviour: every wait (including the ones inside blocking collectives) has a deadline
+// (CommOptions::timeout_seconds). On expiry the MPI communicator asks the other ranks which of
+// them are alive, then throws bertfit::Error with a message naming this rank and the ranks that
+// did not answer; a communicator that has failed aborts the whole job (MPI_Abort) when it is
+// destroyed or the process exits, so no rank is left hanging in MPI_Finalize.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bertfit {
+
+// Element type on the wire for start_allreduce. kBF16 halves the bytes: values are rounded to
+// bf16 (nearest even) for transport, summed pairwise in fp32 and rounded back to bf16 at each
+// reduction step, and written back into the fp32 buffer.
+enum class WireDType { kF32, kBF16 };
+
+// How outstanding non-blocking requests make progress (see the measurements at the top of
+// grad_reducer.h, which decided the default):
+//  kTestBetweenLayers: requests advance only inside progress()/wait() (MPI_Testall), which the
+//                      caller invokes between layers; no extra thread.
+//  kCommThread:        one communication thread owns every MPI call (blocking collectives are
+//                      queued to it too) and drives the requests continuously.
+enum class ProgressMode { kTestBetweenLayers, kCommThread };
+
+const char* wire_dtype_name(WireDType wire);
+const char* progress_mode_name(ProgressMode mode);
+
+struct CommOptions {
+  double timeout_seconds = 300;  // a wait without completion for this long fails the job
+  ProgressMode progress = ProgressMode::kCommThread;
+  // kCommThread only: pause between polls while requests are outstanding (0 = yield only).
+  double poll_interval_us = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  virtual int local_rank() const = 0;  // rank among the processes on this host
+  virtual int local_world() const = 0;
+  // "local" or "MPI (Open MPI v4.1.4, progress: comm thread)": for logs, see describe().
+  virtual std::string backend() const = 0;
+  virtual std::string host() const = 0;
+
+  // Blocking collectives. All ranks call them in the same order.
+  virtual void allreduce_sum(float* data, std::int64_t n) = 0;
+  virtual void allreduce_sum(double* data, std::int64_t n) = 0;
+  virtual void broadcast(void* data, std::int64_t bytes, int root) = 0;
+  // Concatenates every rank's `local` (sizes may differ) in rank order, on every rank.
+  virtual std::vector<float> allgatherv(const std::vector<float>& local) = 0;
+  virtual void barrier() = 0;
+
+  // Non-blocking sum all-reduce of data[0..n) in place. The buffer must not be touched until
+  // wait() returns for the handle. Handles are waited once each, in any order.
+  using Handle = std::int64_t;
+  virtual Handle start_allreduce(float* data, std::int64_t n, WireDType wire) = 0;
+  virtual void wait(Handle h) = 0;  // throws Error on timeout or MPI failure
+  virtual void progress() = 0;      // drives outstanding requests (cheap; call between layers)
+
+  // Ends the whole job (all ranks) after printing message: used on timeouts and fatal errors.
+  [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
+};
+
+// What the environment says about the launch (mpirun/mpiexec/srun export these variables).
+struct LaunchInfo {
+  bool under_launcher = false;  // OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMI_RANK or PMIX_RANK is set
+  int world = 1;                // from OMPI_COMM_WORLD_SIZE / PMI_SIZE; -1 when not given
+  int rank = 0;                 // -1 when not given
+  std::string variable;         // the variable that revealed the launcher, for messages
+};
+LaunchInfo detect_launch();
+
+// True when this build contains the MPI communicator.
+bool built_with_mpi();
+
+// MPI when launched by mpirun/mpiexec (LaunchInfo::under_launcher) and built with MPI;
+// otherwise a LocalCommunicator (rank 0 of 1). Throws Error when the environment says this is
+// one of several ranks but the build has no MPI support.
+std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
+
+// One line for logs: "rank 1 of 4 (local 0 of 1 on host vm), MPI (Open MPI v4.1.4, ...)".
+std::string describe(const Communicator& comm);
+
+}  // namespace bertfit
