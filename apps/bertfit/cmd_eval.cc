@@ -34,6 +34,7 @@ void run(const EvalOptions& o) {
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
   ModelState state = load_model(o.model_dir);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
+  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
   if (o.max_seq_len > state.config.max_positions) {
     throw_error("--max-seq-len ", o.max_seq_len, " exceeds max_position_embeddings ",
                 state.config.max_positions);

@@ -14,6 +14,7 @@
 #include "data/custom.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
+#include "train/dataset.h"
 #include "train/evaluate.h"
 
 namespace bertfit::cli {
@@ -29,6 +30,7 @@ void run(const PredictOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   ModelState state = load_model(o.model_dir);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
+  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
   if (o.max_seq_len > state.config.max_positions) {
     throw_error("--max-seq-len ", o.max_seq_len, " exceeds max_position_embeddings ",
                 state.config.max_positions);

@@ -70,4 +70,13 @@ LoadedExamples load_eval_examples(const DataOptions& d, const std::string& split
   return load_custom(d, d.dev_file, task.label_names, true);
 }
 
+void check_tokenizer_fits(const WordPieceTokenizer& tokenizer, const ModelConfig& config,
+                          const std::string& model_dir) {
+  if (tokenizer.vocab_size() > config.vocab_size) {
+    throw_error(model_dir, ": the vocabulary has ", tokenizer.vocab_size(),
+                " tokens but config.json's vocab_size is ", config.vocab_size,
+                "; the tokenizer files do not belong to this model");
+  }
+}
+
 }  // namespace bertfit

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "data/example.h"
+#include "model/config.h"
+#include "tokenizer/tokenizer.h"
 #include "train/options.h"
 
 namespace bertfit {
@@ -31,5 +33,10 @@ LoadedExamples load_train_examples(const DataOptions& data,
 // "dev_matched"); for custom data, --dev-file with the given label names.
 LoadedExamples load_eval_examples(const DataOptions& data, const std::string& split,
                                   const TaskInfo& task);
+
+// Error naming the model folder when the tokenizer's vocabulary has ids beyond the model's
+// word-embedding table (vocab.txt and config.json's vocab_size disagree).
+void check_tokenizer_fits(const WordPieceTokenizer& tokenizer, const ModelConfig& config,
+                          const std::string& model_dir);
 
 }  // namespace bertfit

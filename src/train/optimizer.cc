@@ -21,11 +21,11 @@ void AdamW::set_decay(std::vector<bool> decay_per_entry) {
 void AdamW::step(float* params, const float* grads, double lr) {
   ++step_;
   AdamWParams h;
-  h.lr = static_cast<float>(lr);
-  h.beta1 = static_cast<float>(config_.beta1);
-  h.beta2 = static_cast<float>(config_.beta2);
-  h.eps = static_cast<float>(config_.eps);
-  h.weight_decay = static_cast<float>(config_.weight_decay);
+  h.lr = lr;
+  h.beta1 = config_.beta1;
+  h.beta2 = config_.beta2;
+  h.eps = config_.eps;
+  h.weight_decay = config_.weight_decay;
   h.step = step_;
   const auto& entries = layout_.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {

@@ -112,6 +112,7 @@ TrainSummary run_training(const TrainOptions& options) {
   std::string checkpoint_dir = o.resume.empty() ? "" : find_checkpoint(o.resume);
   ModelState state = load_model(checkpoint_dir.empty() ? o.model_dir : checkpoint_dir);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
+  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
   if (o.max_seq_len > state.config.max_positions) {
     throw_error("--max-seq-len ", o.max_seq_len, " exceeds the model's max_position_embeddings (",
                 state.config.max_positions, ") in ", o.model_dir);
