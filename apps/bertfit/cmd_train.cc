@@ -24,6 +24,7 @@ void setup(CLI::App& app) {
   cmd->get_option("--output")->required();
   cmd->callback([options] {
     TrainSummary s = run_training(*options);
+    if (s.rank != 0) return;  // rank 0 reports for a data-parallel run
     nlohmann::json j{{"steps", s.steps},
                      {"train_seconds", s.seconds},
                      {"train_samples_per_s", s.samples_per_second},

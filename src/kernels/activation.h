@@ -12,7 +12,7 @@ void activation_forward(ActKind kind, float* out, const float* x, std::int64_t n
 
 // dx += dout * act'(·). GELU kinds read the input x; kRelu and kTanh read the output y.
 // Pass both; the kernel uses the one it needs.
-void activation_backward(ActKind kind, float* dx, const float* dout, const float* x,
-                         const float* y, std::int64_t n);
+void activation_backward(ActKind kind, float* dx, const float* dout, const float* x, const float* y,
+                         std::int64_t n);
 
 }  // namespace bertfit

@@ -10,8 +10,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
                        const float* bias, std::int64_t N, int C, float eps);
 
 // dx (N,C), dweight, dbias (C) += from dout (N,C). Needs the input x (not aliased by out).
-void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout,
-                        const float* x, const float* weight, const float* mean, const float* rstd,
-                        std::int64_t N, int C);
+void layernorm_backward(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                        const float* weight, const float* mean, const float* rstd, std::int64_t N,
+                        int C);
 
 }  // namespace bertfit

@@ -7,12 +7,12 @@ namespace bertfit {
 
 // logits: (B,K), labels: (B) in [0,K). Returns mean cross-entropy; probs (B,K) = softmax.
 // Computed with a max-subtracted log-sum-exp in double per row.
-double cross_entropy_forward(float* probs, const float* logits, const std::int32_t* labels,
-                             int B, int K);
+double cross_entropy_forward(float* probs, const float* logits, const std::int32_t* labels, int B,
+                             int K);
 // dlogits (B,K) += scale · (probs - onehot(labels)) / B. scale multiplies the mean loss
 // (e.g. 1/accumulation steps).
-void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* labels,
-                            int B, int K, float scale);
+void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* labels, int B,
+                            int K, float scale);
 
 // pred, target: (B). Returns mean((pred - target)^2).
 double mse_forward(const float* pred, const float* target, int B);

@@ -50,12 +50,8 @@ std::vector<float> predictions_from_logits(const std::vector<float>& logits, int
   return out;
 }
 
-EvalResult evaluate(const BertModel& model, const float* params,
-                    const std::vector<EncodedExample>& examples, const TaskInfo& task,
-                    int batch_size, int pad_to_multiple_of) {
-  const int K = model.config().num_labels;
-  std::vector<float> logits =
-      predict_logits(model, params, examples, batch_size, pad_to_multiple_of);
+EvalResult score_logits(const std::vector<float>& logits,
+                        const std::vector<EncodedExample>& examples, const TaskInfo& task, int K) {
   std::vector<float> labels(examples.size());
   for (std::size_t i = 0; i < examples.size(); ++i) labels[i] = examples[i].label;
   EvalResult r;
@@ -75,6 +71,14 @@ EvalResult evaluate(const BertModel& model, const float* params,
   auto predictions = predictions_from_logits(logits, K, task.regression);
   r.metrics = compute_task_metrics(task.metrics, predictions, labels);
   return r;
+}
+
+EvalResult evaluate(const BertModel& model, const float* params,
+                    const std::vector<EncodedExample>& examples, const TaskInfo& task,
+                    int batch_size, int pad_to_multiple_of) {
+  std::vector<float> logits =
+      predict_logits(model, params, examples, batch_size, pad_to_multiple_of);
+  return score_logits(logits, examples, task, model.config().num_labels);
 }
 
 }  // namespace bertfit

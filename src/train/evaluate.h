@@ -28,6 +28,10 @@ struct EvalResult {
   std::int64_t examples = 0;
 };
 
+// Loss and metrics of logits (n,K) against the examples' labels.
+EvalResult score_logits(const std::vector<float>& logits,
+                        const std::vector<EncodedExample>& examples, const TaskInfo& task, int K);
+
 EvalResult evaluate(const BertModel& model, const float* params,
                     const std::vector<EncodedExample>& examples, const TaskInfo& task,
                     int batch_size, int pad_to_multiple_of);

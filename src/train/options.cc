@@ -60,7 +60,16 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
       {"--log-every", "Log loss and learning rate every N steps (default 10)", &o.log_every, false},
       {"--pad-to-multiple-of", "Dynamic padding: round each batch's length up to this (default 8)",
        &o.pad_to_multiple_of, true},
-      {"--threads", "Compute threads (default: all cores)", &o.threads, false},
+      {"--threads", "Compute threads (default: this process's share of the cores)", &o.threads,
+       false},
+      {"--no-pin", "Do not pin processes to cores (by default ranks on one host split its cores)",
+       &o.no_pin, false},
+      {"--comm-timeout", "Seconds a rank waits for the others before failing the job (default 300)",
+       &o.comm_timeout, false},
+      {"--grad-comm-dtype",
+       "Gradient all-reduce precision on the wire: fp32 or bf16 (half the bytes)",
+       &o.grad_comm_dtype, true},
+      {"--bucket-mb", "Gradient all-reduce bucket size in MB (default 25)", &o.bucket_mb, false},
       {"--resume", "Resume from a checkpoint folder (OUTPUT/checkpoint)", &o.resume, false},
   };
   for (auto& s : rest) t.push_back(s);
@@ -128,6 +137,11 @@ void validate_train_options(const TrainOptions& o) {
   if (o.pad_to_multiple_of <= 0) throw_error("--pad-to-multiple-of must be > 0");
   if (o.log_every <= 0) throw_error("--log-every must be > 0");
   if (o.save_every < 0) throw_error("--save-every must be >= 0");
+  if (o.comm_timeout <= 0) throw_error("--comm-timeout must be > 0");
+  if (o.grad_comm_dtype != "fp32" && o.grad_comm_dtype != "bf16") {
+    throw_error("--grad-comm-dtype must be fp32 or bf16, got '", o.grad_comm_dtype, "'");
+  }
+  if (o.bucket_mb <= 0) throw_error("--bucket-mb must be > 0");
   if (o.eval_every != "epoch" && o.eval_every != "never") {
     bool digits =
         !o.eval_every.empty() && o.eval_every.find_first_not_of("0123456789") == std::string::npos;

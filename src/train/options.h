@@ -45,8 +45,13 @@ struct TrainOptions {
   std::int64_t save_every = 0;       // checkpoint every N steps; 0: at each evaluation
   std::int64_t log_every = 10;
   int pad_to_multiple_of = 8;
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: this rank's share of the cores
+  bool no_pin = false;
   std::string resume;
+  // Data-parallel runs (mpirun -np N): see dist/.
+  double comm_timeout = 300;
+  std::string grad_comm_dtype = "fp32";  // fp32 | bf16 on the wire
+  double bucket_mb = 25;
 };
 
 // One option as the CLI shows it.

@@ -1,19 +1,23 @@
-// The training loop behind `bertfit train`.
+// The training loop behind `bertfit train`, for one process or N data-parallel ranks
+// (mpirun -np N bertfit train ...; the command line is the same on every rank).
 //
-// Data order: the examples form one stream, epoch after epoch, each epoch in the order
-// epoch_order(n, seed, epoch, shuffle); sample g of the run is row order_{g / n}[g % n]. Step s
-// takes samples [s·S, (s+1)·S) with S = batch size × accumulation steps, cut into micro-batches
-// of the batch size; the run ends after epochs·n samples (or max-steps steps). Without shuffle,
-// step s of batch size b therefore uses rows [s·b mod n, ...). The stream depends only on the
-// seed, so the data position of a checkpoint is just its step.
+// Data: the run's sample stream (sample_stream.h) is cut into optimizer steps of
+// S = batch size × accumulation × N samples; each step into micro-batches of batch × N
+// samples, of which rank r takes the contiguous slice shard_range(count, r, N). Each rank
+// weights its micro-batch's mean loss by its share of the step's samples, so the summed
+// gradient is the mean over all samples of the step: N ranks × b equal 1 rank × N·b. A run
+// covers exactly epochs·n samples; a checkpoint stores how many were seen, so a run can
+// resume with the same or a different N.
+//
+// Gradients are summed across ranks by GradReducer in buckets taken from the tail of the flat
+// buffer, each started as soon as backward has finished the layers it covers, on the last
+// micro-batch of a step only. Rank 0 alone logs, writes metrics, checkpoints and the model;
+// evaluation is split across ranks and the logits gathered.
 #include "train/trainer.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -24,6 +28,9 @@
 #include "base/timer.h"
 #include "data/batch.h"
 #include "data/shuffle.h"
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
+#include "dist/topology.h"
 #include "model/bert.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
@@ -31,73 +38,41 @@
 #include "train/dataset.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
+#include "train/run_log.h"
+#include "train/sample_stream.h"
 
 namespace bertfit {
 namespace {
 
-// The run's sample stream (see the file comment).
-class SampleStream {
- public:
-  SampleStream(std::int64_t n, std::uint64_t seed, bool shuffle)
-      : n_(n), seed_(seed), shuffle_(shuffle) {}
-  std::int64_t row(std::int64_t g) {
-    std::int64_t epoch = g / n_;
-    auto it = orders_.find(epoch);
-    if (it == orders_.end()) {
-      if (orders_.size() > 2) orders_.erase(orders_.begin());
-      it = orders_.emplace(epoch, epoch_order(n_, seed_, epoch, shuffle_)).first;
-    }
-    return it->second[g % n_];
-  }
-
- private:
-  std::int64_t n_;
-  std::uint64_t seed_;
-  bool shuffle_;
-  std::map<std::int64_t, std::vector<std::int64_t>> orders_;
-};
-
-// metrics.jsonl (appended, flushed per record) and the human-readable progress on stderr.
-class RunLog {
- public:
-  explicit RunLog(const std::string& path) : file_(std::fopen(path.c_str(), "a")) {
-    if (file_ == nullptr) throw_error(path, ": cannot open for appending");
-    tty_ = ::isatty(2) != 0;
-  }
-  ~RunLog() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
-  void record(const nlohmann::json& j) {
-    std::string line = j.dump() + "\n";
-    std::fputs(line.c_str(), file_);
-    std::fflush(file_);
-  }
-  void progress(std::int64_t step, std::int64_t total, double loss, double lr, double rate,
-                double eta) {
-    std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  %.1f samples/s  ETA %s%s",
-                 tty_ ? "\r" : "", static_cast<long long>(step), static_cast<long long>(total),
-                 loss, lr, rate, format_seconds(eta).c_str(), tty_ ? "   " : "\n");
-    std::fflush(stderr);
-  }
-  void end_progress() {
-    if (tty_) std::fputc('\n', stderr);
-  }
-  static std::string format_seconds(double s) {
-    if (!std::isfinite(s) || s < 0) return "?";
-    long t = std::lround(s);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    return buf;
-  }
-
- private:
-  std::FILE* file_;
-  bool tty_ = false;
-};
-
 std::int64_t eval_interval(const TrainOptions& o) {
   if (o.eval_every == "epoch" || o.eval_every == "never") return 0;
   return std::stoll(o.eval_every);
+}
+
+// Threads and pinning: ranks on one host split its cores (and any CPU quota) evenly.
+void set_up_threads(const TrainOptions& o, const Communicator& comm) {
+  int threads = o.threads;
+  if (!o.no_pin) {
+    CpuShare share = cpu_share(comm.local_rank(), comm.local_world());
+    int share_threads = apply_cpu_share(share);
+    if (threads <= 0) threads = share_threads;
+    if (comm.world() > 1 || log_config().verbose) {
+      log_line("info", cat(describe(comm), ": ", describe_share(share), ", ", threads, " threads"));
+    }
+  }
+  if (threads > 0) set_num_threads(threads);
+}
+
+// Evaluation split across ranks: each computes the logits of its contiguous slice; all gather.
+EvalResult distributed_eval(Communicator& comm, const BertModel& model, const float* params,
+                            const std::vector<EncodedExample>& examples, const TaskInfo& task,
+                            const TrainOptions& o) {
+  ShardRange r = shard_range(static_cast<std::int64_t>(examples.size()), comm.rank(), comm.world());
+  std::vector<EncodedExample> mine(examples.begin() + r.begin, examples.begin() + r.end);
+  std::vector<float> logits =
+      predict_logits(model, params, mine, o.batch_size, o.pad_to_multiple_of);
+  if (comm.world() > 1) logits = comm.allgatherv(logits);
+  return score_logits(logits, examples, task, model.config().num_labels);
 }
 
 }  // namespace
@@ -105,7 +80,10 @@ std::int64_t eval_interval(const TrainOptions& o) {
 TrainSummary run_training(const TrainOptions& options) {
   TrainOptions o = options;
   validate_train_options(o);
-  if (o.threads > 0) set_num_threads(o.threads);
+  std::unique_ptr<Communicator> comm = make_communicator({.timeout_seconds = o.comm_timeout});
+  const int rank = comm->rank(), world = comm->world();
+  set_log_config({.rank = rank, .world = world});
+  set_up_threads(o, *comm);
   const DataOptions& d = o.data;
 
   // Everything that can fail on user input happens before the output folder is touched.
@@ -128,8 +106,9 @@ TrainSummary run_training(const TrainOptions& options) {
   }
   if (!task.regression) state.config.id2label = task.label_names;
   state.config.problem_type = task.regression ? "regression" : "single_label_classification";
-  if (train.skipped_rows > 0)
+  if (train.skipped_rows > 0) {
     log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
+  }
   std::vector<std::pair<std::string, LoadedExamples>> dev_sets;
   if (o.eval_every != "never" && (!d.task.empty() || !d.dev_file.empty())) {
     for (const std::string& split : task.eval_splits) {
@@ -141,26 +120,36 @@ TrainSummary run_training(const TrainOptions& options) {
   for (auto& [split, loaded] : dev_sets) {
     dev_enc.emplace_back(split, encode_examples(tokenizer, loaded.examples, o.max_seq_len));
   }
-  make_directories(o.output_dir);
+  if (rank == 0) make_directories(o.output_dir);
 
   const ModelConfig& config = state.config;
   BertModel model(config, state.layout);
   AdamW optimizer(state.layout, {.weight_decay = o.weight_decay});
-  std::int64_t start_step = 0;
+  const std::int64_t n = static_cast<std::int64_t>(train_enc.size());
+  const std::int64_t micro_global = std::int64_t{o.batch_size} * world;
+  const std::int64_t per_step = micro_global * o.grad_accum;
+  const std::int64_t total_samples =
+      o.max_steps > 0 ? o.max_steps * per_step
+                      : static_cast<std::int64_t>(std::ceil(o.epochs * static_cast<double>(n)));
+  std::int64_t start_step = 0, start_sample = 0;
   if (!checkpoint_dir.empty()) {
     nlohmann::json saved = load_checkpoint_state(checkpoint_dir, optimizer);
     check_resume_compatible(o, saved.value("options", nlohmann::json::object()));
     start_step = saved["step"].get<std::int64_t>();
-    log_info("resuming from ", checkpoint_dir, " at step ", start_step);
+    start_sample = saved.value("samples_seen", start_step * per_step);
+    log_info("resuming from ", checkpoint_dir, " at step ", start_step, " (", start_sample,
+             " samples seen)");
   }
-
-  const std::int64_t n = static_cast<std::int64_t>(train_enc.size());
-  const std::int64_t per_step = std::int64_t{o.batch_size} * o.grad_accum;
-  const std::int64_t total_samples =
-      o.max_steps > 0 ? o.max_steps * per_step
-                      : static_cast<std::int64_t>(std::ceil(o.epochs * static_cast<double>(n)));
+  // Every rank starts from rank 0's parameters and optimizer state.
+  if (world > 1) {
+    const std::int64_t bytes = state.layout.total() * sizeof(float);
+    comm->broadcast(state.params.data(), bytes, 0);
+    comm->broadcast(optimizer.m().data(), bytes, 0);
+    comm->broadcast(optimizer.v().data(), bytes, 0);
+  }
   const std::int64_t total_steps =
-      o.max_steps > 0 ? o.max_steps : (total_samples + per_step - 1) / per_step;
+      start_step +
+      (std::max<std::int64_t>(0, total_samples - start_sample) + per_step - 1) / per_step;
   const std::int64_t warmup =
       o.warmup_steps > 0 ? o.warmup_steps
                          : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * total_steps));
@@ -171,63 +160,84 @@ TrainSummary run_training(const TrainOptions& options) {
   batch_options.max_len = config.max_positions;
   AlignedBuffer<float> grads(state.layout.total());
   Activations acts;
-  RunLog run_log(join_path(o.output_dir, "metrics.jsonl"));
-  log_info("training ", task.name, ": ", n, " examples, ", total_steps, " steps of ", per_step,
-           " samples, ", num_threads(), " threads");
+  std::optional<GradReducer> reducer;
+  if (world > 1) {
+    std::vector<std::int64_t> boundaries;
+    for (int l = -1; l <= config.layers; ++l) boundaries.push_back(state.layout.layer_begin(l));
+    reducer.emplace(*comm, boundaries, state.layout.total(),
+                    static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024),
+                    o.grad_comm_dtype == "bf16" ? WireDType::kBF16 : WireDType::kF32);
+  }
+  std::unique_ptr<RunLog> run_log;
+  if (rank == 0) run_log = std::make_unique<RunLog>(join_path(o.output_dir, "metrics.jsonl"));
+  log_info("training ", task.name, ": ", n, " examples, ", total_steps - start_step, " steps of ",
+           per_step, " samples (", world, world > 1 ? " ranks × " : " rank × ", o.batch_size, " × ",
+           o.grad_accum, " accumulation), ", num_threads(), " threads");
 
   TrainSummary summary;
   auto run_eval = [&](std::int64_t step, double epoch) {
     for (auto& [split, enc] : dev_enc) {
-      EvalResult r =
-          evaluate(model, state.params.data(), enc, task, o.batch_size, o.pad_to_multiple_of);
+      EvalResult r = distributed_eval(*comm, model, state.params.data(), enc, task, o);
+      summary.dev_metrics = r.metrics;
+      if (rank != 0) continue;
       nlohmann::json rec{{"step", step},
                          {"epoch", epoch},
                          {"split", split},
                          {"eval_loss", r.loss},
                          {"eval_examples", r.examples}};
       for (auto& [name, value] : r.metrics) rec["eval_" + name] = value;
-      run_log.record(rec);
+      run_log->record(rec);
       log_info("eval ", split, " at step ", step, ": ", rec.dump());
-      summary.dev_metrics = r.metrics;
     }
   };
-  auto checkpoint = [&](std::int64_t step) {
-    nlohmann::json st{{"step", step},
-                      {"total_steps", total_steps},
-                      {"samples_seen", std::min(step * per_step, total_samples)},
-                      {"task", task.name},
-                      {"options", options_to_json(o)}};
+  auto checkpoint = [&](std::int64_t step, std::int64_t samples_seen) {
+    if (rank != 0) return;
+    nlohmann::json st{
+        {"step", step},   {"total_steps", total_steps}, {"samples_seen", samples_seen},
+        {"world", world}, {"task", task.name},          {"options", options_to_json(o)}};
     save_checkpoint(o.output_dir, state, o.model_dir, optimizer, st);
   };
 
   Timer train_timer;
-  double train_seconds = 0, window_loss = 0;
+  double train_seconds = 0, window_loss = 0, exposed_comm = 0;
   std::int64_t window_steps = 0, samples_done = 0;
   bool evaluated_last = false;
   for (std::int64_t step = start_step; step < total_steps; ++step) {
-    const std::int64_t first = step * per_step;
+    const std::int64_t first = start_sample + (step - start_step) * per_step;
     const std::int64_t last = std::min(first + per_step, total_samples);
     grads.zero();
     double step_loss = 0;
     std::int64_t micro = 0;
-    for (std::int64_t g = first; g < last; g += o.batch_size, ++micro) {
-      const std::int64_t count = std::min<std::int64_t>(o.batch_size, last - g);
-      std::vector<std::int64_t> rows(count);
-      for (std::int64_t i = 0; i < count; ++i) rows[i] = stream.row(g + i);
-      Batch batch = make_batch(train_enc, rows, batch_options);
-      ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
-                    batch.attention_mask.data()};
-      DropoutState dropout{.train = true,
-                           .seed = static_cast<std::uint64_t>(o.seed),
-                           .step = static_cast<std::uint64_t>(step),
-                           .micro = static_cast<std::uint64_t>(micro)};
-      // Each micro-batch's mean loss weighted by its share of the step: the gradient is the
-      // mean over all samples of the step.
-      const float share = static_cast<float>(count) / static_cast<float>(last - first);
-      model.forward(state.params.data(), in, dropout, acts);
-      step_loss += share * model.loss(batch.labels.data(), share, acts);
-      model.backward(state.params.data(), grads.data(), in, dropout, acts);
+    for (std::int64_t g = first; g < last; g += micro_global, ++micro) {
+      const std::int64_t count = std::min(micro_global, last - g);
+      const bool last_micro = g + micro_global >= last;
+      const ShardRange mine = shard_range(count, rank, world);
+      const float share = static_cast<float>(mine.size()) / static_cast<float>(last - first);
+      if (reducer && last_micro) reducer->begin_step(grads.data());
+      if (mine.size() > 0) {
+        std::vector<std::int64_t> rows(mine.size());
+        for (std::int64_t i = 0; i < mine.size(); ++i) rows[i] = stream.row(g + mine.begin + i);
+        Batch batch = make_batch(train_enc, rows, batch_options);
+        ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
+                      batch.attention_mask.data()};
+        DropoutState dropout{.train = true,
+                             .seed = static_cast<std::uint64_t>(o.seed),
+                             .step = static_cast<std::uint64_t>(step),
+                             .micro = static_cast<std::uint64_t>(micro * world + rank)};
+        model.forward(state.params.data(), in, dropout, acts);
+        step_loss += share * model.loss(batch.labels.data(), share, acts);
+        std::function<void(int)> on_layer_done;
+        if (reducer && last_micro) {
+          on_layer_done = [&](int l) { reducer->ready(state.layout.layer_begin(l)); };
+        }
+        model.backward(state.params.data(), grads.data(), in, dropout, acts, on_layer_done);
+      }
+      if (reducer && last_micro) {
+        reducer->ready(0);
+        exposed_comm += reducer->finish(1.0f);  // shares already make it the mean
+      }
     }
+    if (world > 1) comm->allreduce_sum(&step_loss, 1);
     const double norm = clip_grad_norm(grads.data(), state.layout.total(), o.max_grad_norm);
     const double lr = linear_schedule_lr(o.lr, step, warmup, total_steps);
     optimizer.step(state.params.data(), grads.data(), lr);
@@ -239,17 +249,17 @@ TrainSummary run_training(const TrainOptions& options) {
 
     const std::int64_t done = step + 1;
     const double epoch = static_cast<double>(last) / static_cast<double>(n);
-    if (done % o.log_every == 0 || done == total_steps) {
+    if (rank == 0 && (done % o.log_every == 0 || done == total_steps)) {
       double elapsed = train_seconds + train_timer.seconds();
       double rate = samples_done / std::max(elapsed, 1e-9);
-      run_log.record({{"step", done},
-                      {"epoch", epoch},
-                      {"loss", window_loss / window_steps},
-                      {"lr", lr},
-                      {"grad_norm", norm},
-                      {"samples_per_s", rate}});
-      run_log.progress(done, total_steps, window_loss / window_steps, lr, rate,
-                       (total_samples - last) / std::max(rate, 1e-9));
+      nlohmann::json rec{{"step", done}, {"epoch", epoch},    {"loss", window_loss / window_steps},
+                         {"lr", lr},     {"grad_norm", norm}, {"samples_per_s", rate}};
+      if (world > 1) rec["exposed_comm_s"] = exposed_comm;
+      run_log->record(rec);
+      run_log->progress(done, total_steps, window_loss / window_steps, lr, rate,
+                        (total_samples - last) / std::max(rate, 1e-9));
+    }
+    if (done % o.log_every == 0) {
       window_loss = 0;
       window_steps = 0;
     }
@@ -259,7 +269,7 @@ TrainSummary run_training(const TrainOptions& options) {
                              (every > 0 && done % every == 0) || done == total_steps);
     if (want_eval) {
       train_seconds += train_timer.seconds();
-      run_log.end_progress();
+      if (run_log) run_log->end_progress();
       run_eval(done, epoch);
       evaluated_last = true;
       train_timer.reset();
@@ -267,27 +277,33 @@ TrainSummary run_training(const TrainOptions& options) {
     const bool want_save = o.save_every > 0 ? done % o.save_every == 0 : want_eval;
     if (want_save || done == total_steps) {
       train_seconds += train_timer.seconds();
-      checkpoint(done);
+      checkpoint(done, last);
       train_timer.reset();
     }
   }
   train_seconds += train_timer.seconds();
-  run_log.end_progress();
+  if (run_log) run_log->end_progress();
   if (!evaluated_last && !dev_enc.empty() && start_step == total_steps) {
     run_eval(total_steps, static_cast<double>(total_samples) / static_cast<double>(n));
   }
-  save_model(o.output_dir, state, o.model_dir);
+  if (rank == 0) save_model(o.output_dir, state, o.model_dir);
+  if (world > 1) comm->barrier();
 
   summary.steps = total_steps - start_step;
   summary.seconds = train_seconds;
   summary.samples_per_second = samples_done / std::max(train_seconds, 1e-9);
-  nlohmann::json final_rec{{"final", true},
-                           {"steps", total_steps},
-                           {"train_seconds", train_seconds},
-                           {"train_samples_per_s", summary.samples_per_second},
-                           {"loss", summary.final_loss}};
-  for (auto& [name, value] : summary.dev_metrics) final_rec["eval_" + name] = value;
-  run_log.record(final_rec);
+  if (rank == 0) {
+    nlohmann::json final_rec{{"final", true},
+                             {"steps", total_steps},
+                             {"world", world},
+                             {"train_seconds", train_seconds},
+                             {"train_samples_per_s", summary.samples_per_second},
+                             {"loss", summary.final_loss}};
+    if (world > 1) final_rec["exposed_comm_s"] = exposed_comm;
+    for (auto& [name, value] : summary.dev_metrics) final_rec["eval_" + name] = value;
+    run_log->record(final_rec);
+  }
+  summary.rank = rank;
   return summary;
 }
 

@@ -17,6 +17,7 @@ struct TrainSummary {
   double samples_per_second = 0;
   double final_loss = 0;
   std::vector<std::pair<std::string, double>> dev_metrics;  // last evaluation (may be empty)
+  int rank = 0;  // of this process in a data-parallel run (only rank 0 reports)
 };
 
 // Runs `bertfit train` end to end. Throws Error for anything the user can get wrong, before
