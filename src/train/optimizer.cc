@@ -35,11 +35,11 @@ void AdamW::step(float* params, const float* grads, double lr) {
   }
 }
 
-double linear_schedule_lr(double base_lr, std::int64_t s, std::int64_t warmup, std::int64_t total) {
-  if (s < warmup)
-    return base_lr * static_cast<double>(s) /
-           static_cast<double>(std::max<std::int64_t>(1, warmup));
-  double remaining = static_cast<double>(total - s) /
+double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::int64_t total) {
+  if (s < static_cast<double>(warmup)) {
+    return base_lr * s / static_cast<double>(std::max<std::int64_t>(1, warmup));
+  }
+  double remaining = (static_cast<double>(total) - s) /
                      static_cast<double>(std::max<std::int64_t>(1, total - warmup));
   return base_lr * std::max(0.0, remaining);
 }

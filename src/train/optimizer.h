@@ -44,7 +44,9 @@ class AdamW {
 };
 
 // HF get_linear_schedule_with_warmup: the learning rate used at optimizer step s (0-based).
-double linear_schedule_lr(double base_lr, std::int64_t s, std::int64_t warmup, std::int64_t total);
+// s may be fractional: a run resumed with a different number of ranks advances the schedule
+// by samples seen / the original step size.
+double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::int64_t total);
 
 // Global L2 norm of grads[0..n) (accumulated in double); if it exceeds max_norm, scales the
 // gradients by max_norm / (norm + 1e-6) as torch does. Returns the norm before clipping.

@@ -128,15 +128,20 @@ TrainSummary run_training(const TrainOptions& options) {
   const std::int64_t n = static_cast<std::int64_t>(train_enc.size());
   const std::int64_t micro_global = std::int64_t{o.batch_size} * world;
   const std::int64_t per_step = micro_global * o.grad_accum;
-  const std::int64_t total_samples =
+  // The run's sample budget and LR schedule are fixed when it starts (and kept by its
+  // checkpoints): a run resumed with a different N covers the same samples on the same schedule,
+  // the schedule advancing by samples seen / the original step size.
+  std::int64_t total_samples =
       o.max_steps > 0 ? o.max_steps * per_step
                       : static_cast<std::int64_t>(std::ceil(o.epochs * static_cast<double>(n)));
-  std::int64_t start_step = 0, start_sample = 0;
+  std::int64_t start_step = 0, start_sample = 0, sched_per_step = per_step;
   if (!checkpoint_dir.empty()) {
     nlohmann::json saved = load_checkpoint_state(checkpoint_dir, optimizer);
     check_resume_compatible(o, saved.value("options", nlohmann::json::object()));
     start_step = saved["step"].get<std::int64_t>();
     start_sample = saved.value("samples_seen", start_step * per_step);
+    total_samples = saved.value("total_samples", total_samples);
+    sched_per_step = saved.value("samples_per_step", per_step);
     log_info("resuming from ", checkpoint_dir, " at step ", start_step, " (", start_sample,
              " samples seen)");
   }
@@ -150,9 +155,10 @@ TrainSummary run_training(const TrainOptions& options) {
   const std::int64_t total_steps =
       start_step +
       (std::max<std::int64_t>(0, total_samples - start_sample) + per_step - 1) / per_step;
+  const std::int64_t sched_total = (total_samples + sched_per_step - 1) / sched_per_step;
   const std::int64_t warmup =
       o.warmup_steps > 0 ? o.warmup_steps
-                         : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * total_steps));
+                         : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * sched_total));
   const std::int64_t every = eval_interval(o);
   SampleStream stream(n, static_cast<std::uint64_t>(o.seed), !o.no_shuffle);
   BatchOptions batch_options;
@@ -192,9 +198,14 @@ TrainSummary run_training(const TrainOptions& options) {
   };
   auto checkpoint = [&](std::int64_t step, std::int64_t samples_seen) {
     if (rank != 0) return;
-    nlohmann::json st{
-        {"step", step},   {"total_steps", total_steps}, {"samples_seen", samples_seen},
-        {"world", world}, {"task", task.name},          {"options", options_to_json(o)}};
+    nlohmann::json st{{"step", step},
+                      {"total_steps", total_steps},
+                      {"samples_seen", samples_seen},
+                      {"total_samples", total_samples},
+                      {"samples_per_step", sched_per_step},
+                      {"world", world},
+                      {"task", task.name},
+                      {"options", options_to_json(o)}};
     save_checkpoint(o.output_dir, state, o.model_dir, optimizer, st);
   };
 
@@ -239,7 +250,8 @@ TrainSummary run_training(const TrainOptions& options) {
     }
     if (world > 1) comm->allreduce_sum(&step_loss, 1);
     const double norm = clip_grad_norm(grads.data(), state.layout.total(), o.max_grad_norm);
-    const double lr = linear_schedule_lr(o.lr, step, warmup, total_steps);
+    const double lr =
+        linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
     optimizer.step(state.params.data(), grads.data(), lr);
     samples_done += last - first;
     window_loss += step_loss;

@@ -1,0 +1,229 @@
+// Data-parallel training end to end under mpirun:
+//  * equivalence: 2 ranks with per-rank batch b give the parameters 1 rank gets with batch 2b
+//    (dropout off), also with gradient accumulation and with a bf16 wire;
+//  * failure: a rank that is killed or stalls makes the job exit non-zero within the timeout
+//    with a message naming the rank, and --resume then completes the run.
+//
+// Tolerances. The two runs compute the same mean gradient in a different order: each rank pads
+// its half-batch to its own longest row (different matrix shapes, so a different blocking of
+// the fp32 sums), and the two halves are summed by the all-reduce instead of inside one
+// product. Each gradient therefore differs by a few fp32 roundings of its terms, ~1e-6
+// relative. AdamW divides m by √v, which turns a relative gradient error δ into about the same
+// relative error of the update, except where |g| is itself at rounding level (the attention key
+// biases, whose true gradient is 0, move by ±lr in a direction set by noise). Over K = 6 steps
+// the parameter change Δ = θ_K − θ_0 of every tensor must agree to 1e-3 · ‖Δ‖ (≫ 6 · 1e-6,
+// ≪ the O(1) error of a wrong shard or a missing 1/N), and key biases to 2·Σ lr in max norm.
+// With a bf16 wire each gradient is rounded to 8 bits of mantissa (relative 2^-9 ≈ 2e-3) before
+// the sum, so Adam's updates differ by up to ~2e-3 relative per step on every element: the
+// bound is 3e-2 · ‖Δ‖ (≈ 6 steps × 2e-3, with a factor 2.5 for the sign-noise elements).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "../cli/cli_util.h"
+#include "io/safetensors.h"
+
+namespace bertfit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kMpirun = BERTFIT_MPIRUN;  // mpirun and its flags, without -np
+
+std::string mrpc() { return shared_dir() + "/data/glue/MRPC"; }
+
+// Runs `mpirun -np N bertfit <args>`.
+RunResult run_mpi(int np, const std::string& args) {
+  TempDir tmp;
+  std::string cmd = kMpirun + " -np " + std::to_string(np) + " " + bertfit_binary() + " " + args +
+                    " </dev/null >" + (tmp / "out") + " 2>" + (tmp / "err");
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(tmp / "out");
+  r.err = read_text(tmp / "err");
+  return r;
+}
+
+struct Params {
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> values;
+};
+
+Params read_params(const std::string& path) {
+  SafetensorsFile f = SafetensorsFile::open(path);
+  Params p;
+  for (const TensorInfo& t : f.tensors()) {
+    std::vector<float> v(t.shape.numel());
+    f.read_f32(t, v.data());
+    p.names.push_back(t.name);
+    p.values.push_back(std::move(v));
+  }
+  return p;
+}
+
+// Compares the parameter changes of two runs from the same start, as argued at the top.
+void expect_same_trajectory(const std::string& start, const std::string& a, const std::string& b,
+                            double rel_bound, double lr_sum) {
+  Params p0 = read_params(start), pa = read_params(a), pb = read_params(b);
+  ASSERT_EQ(p0.names, pa.names);
+  ASSERT_EQ(p0.names, pb.names);
+  double moved = 0;
+  for (std::size_t t = 0; t < p0.names.size(); ++t) {
+    double diff2 = 0, ref2 = 0, max_abs = 0;
+    for (std::size_t i = 0; i < p0.values[t].size(); ++i) {
+      double da = double{pa.values[t][i]} - p0.values[t][i];
+      double db = double{pb.values[t][i]} - p0.values[t][i];
+      diff2 += (da - db) * (da - db);
+      ref2 += da * da;
+      max_abs = std::max(max_abs, std::fabs(da - db));
+    }
+    moved += ref2;
+    const std::string& name = p0.names[t];
+    if (name.find("k_lin.bias") != std::string::npos) {
+      EXPECT_LE(max_abs, 2 * lr_sum) << name;
+    } else {
+      EXPECT_LE(std::sqrt(diff2), rel_bound * std::sqrt(ref2) + 1e-9) << name;
+    }
+  }
+  EXPECT_GT(moved, 0.0) << "the parameters did not move: nothing was compared";
+}
+
+class DistTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RunResult r = run_bertfit("init --arch distilbert --output " + (tmp_ / "model") +
+                              " --set n_layers=2 --set dim=32 --set hidden_dim=64 --set n_heads=2"
+                              " --set dropout=0 --set attention_dropout=0"
+                              " --set seq_classif_dropout=0 --seed 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // 6 steps, lr 1e-3 with 1 warmup step: Σ lr = 1e-3 · (0 + 5/5 + 4/5 + 3/5 + 2/5 + 1/5) = 3e-3.
+  std::string train_args(const std::string& out, int batch, const std::string& extra) {
+    return "train --model " + (tmp_ / "model") + " --output " + out + " --task mrpc --data " +
+           mrpc() +
+           " --max-steps 6 --warmup-steps 1 --lr 1e-3 --max-seq-len 64 --eval-every never" +
+           " --batch-size " + std::to_string(batch) + " " + extra;
+  }
+  TempDir tmp_;
+};
+
+TEST_F(DistTrain, TwoRanksEqualOneRankWithTwiceTheBatch) {
+  RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult two = run_mpi(2, train_args(tmp_ / "two", 8, ""));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("rank 1 of 2"), std::string::npos) << two.err;
+  expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "one/model.safetensors",
+                         tmp_ / "two/model.safetensors", 1e-3, 3e-3);
+}
+
+TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRank) {
+  RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--grad-accum 2 --threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult two = run_mpi(2, train_args(tmp_ / "two", 8, "--grad-accum 2"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "one/model.safetensors",
+                         tmp_ / "two/model.safetensors", 1e-3, 3e-3);
+}
+
+TEST_F(DistTrain, Bf16WireStaysCloseToFp32) {
+  RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult two = run_mpi(2, train_args(tmp_ / "two", 8, "--grad-comm-dtype bf16"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "one/model.safetensors",
+                         tmp_ / "two/model.safetensors", 3e-2, 3e-3);
+}
+
+// The PID of the process with OMPI_COMM_WORLD_RANK=rank among mpirun's children.
+pid_t find_rank(pid_t mpirun, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    long ppid = 0;
+    stat >> pid >> comm >> state >> ppid;
+    if (ppid != mpirun) continue;
+    std::string env = read_text(entry.path() / "environ");
+    if (env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+// Starts a 2-rank run, waits for its first checkpoint, applies `signal` to rank 1, and returns
+// mpirun's exit status, the seconds until it exited, and its stderr.
+struct Interrupted {
+  int exit_code;
+  double seconds;
+  std::string err;
+};
+Interrupted interrupt_rank1(const std::string& args, const std::string& checkpoint, int sig) {
+  TempDir tmp;
+  std::string cmd = "exec " + kMpirun + " -np 2 " + bertfit_binary() + " " + args + " 2>" +
+                    (tmp / "err") + " >/dev/null";
+  pid_t mpirun = fork();
+  if (mpirun == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t victim = -1;
+  for (int i = 0; i < 6000 && victim < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (fs::exists(checkpoint)) victim = find_rank(mpirun, 1);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  if (victim > 0) kill(victim, sig);
+  int status = 0;
+  waitpid(mpirun, &status, 0);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (victim > 0 && sig == SIGSTOP) kill(victim, SIGKILL);
+  Interrupted r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), seconds,
+                read_text(tmp / "err")};
+  EXPECT_GT(victim, 0) << "rank 1 not found or no checkpoint written";
+  return r;
+}
+
+TEST_F(DistTrain, KilledRankStopsTheJobAndResumeCompletes) {
+  const std::string args = "train --model " + (tmp_ / "model") + " --output " + (tmp_ / "out") +
+                           " --task mrpc --data " + mrpc() +
+                           " --max-steps 120 --batch-size 8 --max-seq-len 64 --save-every 2"
+                           " --eval-every never --comm-timeout 10";
+  Interrupted r = interrupt_rank1(args, tmp_ / "out/checkpoint/trainer_state.json", SIGKILL);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 10 + 20.0);
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+  int step = nlohmann::json::parse(read_text(tmp_ / "out/checkpoint/trainer_state.json"))["step"];
+  EXPECT_LT(step, 120);
+  // Resume on one process (a different N) to the end.
+  RunResult resumed = run_bertfit(args + " --resume " + (tmp_ / "out"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto state = nlohmann::json::parse(read_text(tmp_ / "out/checkpoint/trainer_state.json"));
+  EXPECT_EQ(state["samples_seen"], 120 * 16);
+}
+
+TEST_F(DistTrain, StalledRankTimesOutWithAMessage) {
+  const std::string args = "train --model " + (tmp_ / "model") + " --output " + (tmp_ / "out") +
+                           " --task mrpc --data " + mrpc() +
+                           " --max-steps 120 --batch-size 8 --max-seq-len 64 --save-every 2"
+                           " --eval-every never --comm-timeout 3";
+  Interrupted r = interrupt_rank1(args, tmp_ / "out/checkpoint/trainer_state.json", SIGSTOP);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 3 + 20.0);
+  EXPECT_NE(r.err.find("rank"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3 s"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace bertfit::testing
