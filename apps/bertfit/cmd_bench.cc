@@ -20,6 +20,7 @@
 #include "model/flops.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "tensor/dtype.h"
 #include "train/optimizer.h"
 
 namespace bertfit::cli {
@@ -35,18 +36,25 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Best-of-several GFLOP/s of one large fp32 product through gemm/.
-double measure_matmul_peak() {
+// Best-of-several GFLOP/s of one large product through gemm/ in the given precision.
+double measure_matmul_peak(Precision precision) {
   const std::int64_t M = 4096, K = 768, N = 3072;
   AlignedBuffer<float> x(M * K), w(N * K), y(M * N);
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> u(-1, 1);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = u(rng);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = u(rng);
+  AlignedBuffer<std::uint16_t> xb(M * K), wb(N * K);
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+  for (std::size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
   double best = 0;
   for (int r = 0; r < 6; ++r) {
     Timer t;
-    linear_forward(y.data(), x.data(), w.data(), nullptr, M, K, N);
+    if (precision == Precision::kBF16) {
+      linear_forward_bf16(y.data(), xb.data(), wb.data(), nullptr, M, K, N);
+    } else {
+      linear_forward(y.data(), x.data(), w.data(), nullptr, M, K, N);
+    }
     best = std::max(best, 2.0 * M * K * N / t.seconds() / 1e9);
   }
   return best;
@@ -54,9 +62,7 @@ double measure_matmul_peak() {
 
 void run(const BenchOptions& o) {
   if (o.mode != "train" && o.mode != "infer") throw_error("bench: mode must be train or infer");
-  if (o.precision != "fp32") {
-    throw_error("--precision ", o.precision, " is not available yet (only fp32)");
-  }
+  const Precision precision = parse_precision(o.precision);
   if (o.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0) {
     throw_error("--batch-size, --seq-len and --steps must be positive");
   }
@@ -79,7 +85,7 @@ void run(const BenchOptions& o) {
     ids[b * T] = 101;
     labels[b] = c.is_regression() ? 0.5f : static_cast<float>(rng() % c.num_labels);
   }
-  BertModel model(c, state.layout);
+  BertModel model(c, state.layout, precision);
   Activations acts;
   AlignedBuffer<float> grads(o.mode == "train" ? state.layout.total() : 0);
   AdamW opt(state.layout, {});
@@ -102,13 +108,13 @@ void run(const BenchOptions& o) {
   }
   const double step = median(times);
   const double flops = o.mode == "train" ? train_step_flops(c, B, T) : forward_flops(c, B, T);
-  const double peak = measure_matmul_peak();
+  const double peak = measure_matmul_peak(precision);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   nlohmann::json j{{"engine", "bertfit"},
                    {"mode", o.mode},
                    {"arch", arch_name(c.arch)},
-                   {"precision", o.precision},
+                   {"precision", precision_name(precision)},
                    {"threads", num_threads()},
                    {"batch_size", B},
                    {"seq_len", T},
@@ -139,7 +145,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--model", o->model_dir, "Benchmark this model folder instead");
   cmd->add_option("--batch-size", o->batch_size, "Sequences per step")->capture_default_str();
   cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "fp32")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "fp32 or bf16 (bf16 products, fp32 accumulation)")
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
   cmd->add_option("--steps", o->steps, "Timed steps (median reported)")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps")->capture_default_str();

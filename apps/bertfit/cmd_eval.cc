@@ -24,6 +24,7 @@ struct EvalOptions {
   int batch_size = 32;
   int max_seq_len = 128;
   int threads = 0;
+  std::string precision = "fp32";
 };
 
 void run(const EvalOptions& o) {
@@ -49,7 +50,7 @@ void run(const EvalOptions& o) {
   }
   LoadedExamples examples = load_eval_examples(o.data, o.split, task);
   auto encoded = encode_examples(tokenizer, examples.examples, o.max_seq_len);
-  BertModel model(state.config, state.layout);
+  BertModel model(state.config, state.layout, parse_precision(o.precision));
   EvalResult r = evaluate(model, state.params.data(), encoded, task, o.batch_size, 8);
   nlohmann::json j{{"task", task.name},
                    {"split", o.data.task.empty() ? "dev" : o.split},
@@ -75,6 +76,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--max-seq-len", o->max_seq_len, "Truncate examples to this many tokens")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
+  cmd->add_option("--precision", o->precision, "Matrix products in fp32 or bf16")
+      ->capture_default_str();
   cmd->callback([o] { run(*o); });
 }
 

@@ -24,6 +24,7 @@ struct PredictOptions {
   std::string model_dir, input, output, text_a, text_b;
   bool no_header = false, skip_malformed = false;
   int batch_size = 32, max_seq_len = 128, threads = 0;
+  std::string precision = "fp32";
 };
 
 void run(const PredictOptions& o) {
@@ -45,7 +46,7 @@ void run(const PredictOptions& o) {
   if (loaded.skipped_rows > 0)
     log_warn(o.input, ": skipped ", loaded.skipped_rows, " malformed rows");
   auto encoded = encode_examples(tokenizer, loaded.examples, o.max_seq_len);
-  BertModel model(state.config, state.layout);
+  BertModel model(state.config, state.layout, parse_precision(o.precision));
   const int K = state.config.num_labels;
   std::vector<float> logits = predict_logits(model, state.params.data(), encoded, o.batch_size, 8);
 
@@ -98,6 +99,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--max-seq-len", o->max_seq_len, "Truncate examples to this many tokens")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
+  cmd->add_option("--precision", o->precision, "Matrix products in fp32 or bf16")
+      ->capture_default_str();
   cmd->callback([o] { run(*o); });
 }
 

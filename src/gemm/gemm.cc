@@ -20,9 +20,10 @@ using Dims = memory::dims;
 struct Key {
   MatmulDesc d;
   bool bias;
+  bool bf16;  // a and b are bf16 (c stays fp32)
   auto tie() const {
     return std::tie(d.batch, d.M, d.N, d.K, d.trans_a, d.trans_b, d.lda, d.ldb, d.ldc, d.stride_a,
-                    d.stride_b, d.stride_c, d.alpha, d.beta, bias);
+                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -47,17 +48,19 @@ Context& context() {
 // A (batch, rows, cols) operand stored row-major with leading dimension ld, or its transpose
 // (stored (batch, cols, rows)) when trans.
 memory::desc operand(std::int64_t batch, std::int64_t rows, std::int64_t cols, bool trans,
-                     std::int64_t ld, std::int64_t stride) {
+                     std::int64_t ld, std::int64_t stride,
+                     memory::data_type type = memory::data_type::f32) {
   Dims dims{batch, rows, cols};
   Dims strides = trans ? Dims{stride, 1, ld} : Dims{stride, ld, 1};
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, type, strides);
 }
 
 Cached make_primitive(const Key& key) {
   const MatmulDesc& d = key.d;
   Cached c;
-  c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a);
-  c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b);
+  const auto in_type = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a, in_type);
+  c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b, in_type);
   c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c);
   if (key.bias) c.bias = memory::desc({1, 1, d.N}, memory::data_type::f32, Dims{d.N, d.N, 1});
   dnnl::primitive_attr attr;
@@ -74,11 +77,12 @@ Cached make_primitive(const Key& key) {
   return c;
 }
 
-void run(const MatmulDesc& d, const float* a, const float* b, float* c, const float* bias) {
+void run(const MatmulDesc& d, const void* a, const void* b, float* c, const float* bias,
+         bool bf16 = false) {
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
-  Key key{d, bias != nullptr};
+  Key key{d, bias != nullptr, bf16};
   const Cached* cached;
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
@@ -87,8 +91,8 @@ void run(const MatmulDesc& d, const float* a, const float* b, float* c, const fl
     cached = &it->second;
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(cached->a, ctx.engine, const_cast<float*>(a))},
-      {DNNL_ARG_WEIGHTS, memory(cached->b, ctx.engine, const_cast<float*>(b))},
+      {DNNL_ARG_SRC, memory(cached->a, ctx.engine, const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(cached->b, ctx.engine, const_cast<void*>(b))},
       {DNNL_ARG_DST, memory(cached->c, ctx.engine, c)}};
   if (bias != nullptr) {
     args.emplace(DNNL_ARG_BIAS, memory(cached->bias, ctx.engine, const_cast<float*>(bias)));
@@ -103,53 +107,87 @@ void matmul(const MatmulDesc& d, const float* a, const float* b, float* c) {
   run(d, a, b, c, nullptr);
 }
 
+namespace {
+
+// The three Linear products as MatmulDescs (row-major, w stored (N,K) as PyTorch).
+MatmulDesc forward_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
+  // y (M,N) = x (M,K) · wᵀ
+  return {.M = M,
+          .N = N,
+          .K = K,
+          .trans_b = true,
+          .lda = K,
+          .ldb = K,
+          .ldc = N,
+          .stride_a = M * K,
+          .stride_b = N * K,
+          .stride_c = M * N};
+}
+MatmulDesc backward_input_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
+  // dx (M,K) += dy (M,N) · w (N,K)
+  return {.M = M,
+          .N = K,
+          .K = N,
+          .lda = N,
+          .ldb = K,
+          .ldc = K,
+          .stride_a = M * N,
+          .stride_b = N * K,
+          .stride_c = M * K,
+          .beta = 1.0f};
+}
+MatmulDesc backward_weight_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
+  // dw (N,K) += dyᵀ (N,M) · x (M,K), dy stored (M,N)
+  return {.M = N,
+          .N = K,
+          .K = M,
+          .trans_a = true,
+          .lda = N,
+          .ldb = K,
+          .ldc = K,
+          .stride_a = M * N,
+          .stride_b = M * K,
+          .stride_c = N * K,
+          .beta = 1.0f};
+}
+
+}  // namespace
+
 void linear_forward(float* y, const float* x, const float* w, const float* bias, std::int64_t M,
                     std::int64_t K, std::int64_t N) {
-  // y (M,N) = x (M,K) · wᵀ, w stored (N,K).
-  MatmulDesc d{.M = M,
-               .N = N,
-               .K = K,
-               .trans_b = true,
-               .lda = K,
-               .ldb = K,
-               .ldc = N,
-               .stride_a = M * K,
-               .stride_b = N * K,
-               .stride_c = M * N};
-  run(d, x, w, y, bias);
+  run(forward_desc(M, K, N), x, w, y, bias);
 }
 
 void linear_backward_input(float* dx, const float* dy, const float* w, std::int64_t M,
                            std::int64_t K, std::int64_t N) {
-  // dx (M,K) += dy (M,N) · w (N,K).
-  MatmulDesc d{.M = M,
-               .N = K,
-               .K = N,
-               .lda = N,
-               .ldb = K,
-               .ldc = K,
-               .stride_a = M * N,
-               .stride_b = N * K,
-               .stride_c = M * K,
-               .beta = 1.0f};
-  run(d, dy, w, dx, nullptr);
+  run(backward_input_desc(M, K, N), dy, w, dx, nullptr);
 }
 
 void linear_backward_weight(float* dw, const float* dy, const float* x, std::int64_t M,
                             std::int64_t K, std::int64_t N) {
-  // dw (N,K) += dyᵀ (N,M) · x (M,K), dy stored (M,N).
-  MatmulDesc d{.M = N,
-               .N = K,
-               .K = M,
-               .trans_a = true,
-               .lda = N,
-               .ldb = K,
-               .ldc = K,
-               .stride_a = M * N,
-               .stride_b = M * K,
-               .stride_c = N * K,
-               .beta = 1.0f};
-  run(d, dy, x, dw, nullptr);
+  run(backward_weight_desc(M, K, N), dy, x, dw, nullptr);
+}
+
+void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* w,
+                         const float* bias, std::int64_t M, std::int64_t K, std::int64_t N) {
+  run(forward_desc(M, K, N), x, w, y, bias, true);
+}
+
+void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,
+                                std::int64_t M, std::int64_t K, std::int64_t N) {
+  run(backward_input_desc(M, K, N), dy, w, dx, nullptr, true);
+}
+
+void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
+                                 std::int64_t M, std::int64_t K, std::int64_t N) {
+  run(backward_weight_desc(M, K, N), dy, x, dw, nullptr, true);
+}
+
+bool has_native_bf16() {
+  // oneDNN 2.6 dispatches bf16 products to avx512_core_bf16 or AMX kernels when the CPU has
+  // the instructions; otherwise it converts in software.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
 }
 
 }  // namespace bertfit

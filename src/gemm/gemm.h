@@ -31,6 +31,19 @@ struct MatmulDesc {
 };
 void matmul(const MatmulDesc& d, const float* a, const float* b, float* c);
 
+// Mixed precision: bf16 inputs (stored as the upper 16 bits of an fp32, see tensor/dtype.h)
+// with fp32 accumulation and fp32 output, the same shapes and semantics as the fp32 versions.
+void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* w,
+                         const float* bias, std::int64_t M, std::int64_t K, std::int64_t N);
+void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,
+                                std::int64_t M, std::int64_t K, std::int64_t N);
+void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
+                                 std::int64_t M, std::int64_t K, std::int64_t N);
+
+// True when oneDNN runs bf16 products natively on this CPU (AVX512_BF16 or AMX); without it
+// bf16 would be emulated and slower than fp32, so callers fall back to fp32.
+bool has_native_bf16();
+
 // Threads used by oneDNN follow OpenMP (base/parallel.h).
 
 }  // namespace bertfit

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "tensor/dtype.h"
+
 namespace bertfit {
 namespace {
 
@@ -109,6 +111,48 @@ TEST(Gemm, EmptyShapesDoNothing) {
   std::vector<float> y(4, 7.0f);
   linear_forward(y.data(), nullptr, nullptr, nullptr, 0, 5, 4);
   EXPECT_EQ(y[0], 7.0f);
+}
+
+}  // namespace
+}  // namespace bertfit
+
+namespace bertfit {
+namespace {
+
+// bf16 products: inputs are rounded to bf16 first, so the reference is the fp32 product of
+// the rounded values; the products of two bf16 numbers are exact in fp32 and the sums are
+// accumulated in fp32, so the same tolerance as the fp32 test applies.
+TEST(Gemm, Bf16LinearMatchesFp32OfRoundedInputs) {
+  std::mt19937 rng(3);
+  auto round_vec = [](std::vector<float>& v, std::vector<std::uint16_t>& out) {
+    out.resize(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      out[i] = f32_to_bf16(v[i]);
+      v[i] = bf16_to_f32(out[i]);
+    }
+  };
+  for (auto [M, K, N] : {std::tuple{1, 1, 1}, {7, 64, 65}, {65, 768, 33}}) {
+    auto x = random_vec(M * K, rng), w = random_vec(N * K, rng), dy = random_vec(M * N, rng);
+    auto bias = random_vec(N, rng);
+    std::vector<std::uint16_t> xb, wb, dyb;
+    round_vec(x, xb);
+    round_vec(w, wb);
+    round_vec(dy, dyb);
+    std::vector<float> y(M * N), y_ref(M * N);
+    linear_forward_bf16(y.data(), xb.data(), wb.data(), bias.data(), M, K, N);
+    linear_forward(y_ref.data(), x.data(), w.data(), bias.data(), M, K, N);
+    expect_close(y, y_ref, K);
+    auto dx = random_vec(M * K, rng);
+    auto dx_ref = dx;
+    linear_backward_input_bf16(dx.data(), dyb.data(), wb.data(), M, K, N);
+    linear_backward_input(dx_ref.data(), dy.data(), w.data(), M, K, N);
+    expect_close(dx, dx_ref, N);
+    auto dw = random_vec(N * K, rng);
+    auto dw_ref = dw;
+    linear_backward_weight_bf16(dw.data(), dyb.data(), xb.data(), M, K, N);
+    linear_backward_weight(dw_ref.data(), dy.data(), x.data(), M, K, N);
+    expect_close(dw, dw_ref, M);
+  }
 }
 
 }  // namespace

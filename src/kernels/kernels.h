@@ -11,6 +11,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/cast.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"

@@ -1,16 +1,20 @@
 // Sizing of the activation and backward-scratch buffers.
 #include "model/activations.h"
 
+#include <algorithm>
+
 namespace bertfit {
 namespace {
 
-void grow(AlignedBuffer<float>& b, std::int64_t n) {
+template <class T>
+void grow(AlignedBuffer<T>& b, std::int64_t n) {
   if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
 }
 
 }  // namespace
 
-void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training) {
+void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training, bool bf16,
+                         std::int64_t params_total) {
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
@@ -21,13 +25,15 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   cls_rows.resize(batch);
   for (int b = 0; b < batch; ++b) cls_rows[b] = std::int64_t{b} * tokens;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
-      (training_ || !for_training) && static_cast<int>(layers.size()) == c.layers) {
+      (training_ || !for_training) && (bf16_ || !bf16) &&
+      static_cast<int>(layers.size()) == c.layers) {
     return;
   }
   capacity_rows_ = std::max(capacity_rows_, N);
   capacity_attn_ = std::max(capacity_attn_, attn);
   capacity_batch_ = std::max(capacity_batch_, batch);
   training_ = training_ || for_training;
+  bf16_ = bf16_ || bf16;
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
 
   grow(emb, rows * C);
@@ -64,6 +70,18 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(d_ff1, rows * I);
     grow(d_qkv, rows * 3 * C);
     for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
+  }
+  if (bf16_) {
+    grow(weights_bf16, params_total);
+    for (auto& l : layers) {
+      grow(l.x_bf16, rows * C);
+      grow(l.att_bf16, rows * C);
+      grow(l.h1_bf16, rows * C);
+      grow(l.act_bf16, rows * I);
+    }
+    grow(cls_bf16, nb * C);
+    grow(pre_bf16, nb * C);
+    if (training_) grow(dy_bf16, rows * std::max(3 * C, I));
   }
 }
 

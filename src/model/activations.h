@@ -24,6 +24,11 @@ struct LayerActivations {
   AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
   AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input
+  // bf16 precision only: the bf16 copies of the four products' inputs, saved for dW.
+  AlignedBuffer<std::uint16_t> x_bf16;    // (N,C) layer input
+  AlignedBuffer<std::uint16_t> att_bf16;  // (N,C)
+  AlignedBuffer<std::uint16_t> h1_bf16;   // (N,C)
+  AlignedBuffer<std::uint16_t> act_bf16;  // (N,I)
 };
 
 struct Activations {
@@ -49,8 +54,16 @@ struct Activations {
   AlignedBuffer<float> d_qkv;                            // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;         // (B,C)
 
-  // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers.
-  void resize(const ModelConfig& config, int B, int T, bool for_training);
+  // bf16 precision only: weights of the matrix products (same offsets as the flat parameter
+  // buffer), the head's product inputs, and the bf16 copy of an output gradient.
+  AlignedBuffer<std::uint16_t> weights_bf16;        // (layout.total())
+  AlignedBuffer<std::uint16_t> cls_bf16, pre_bf16;  // (B,C)
+  AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
+
+  // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
+  // the bf16 copies (weights_bf16 must then hold `params_total` values).
+  void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
+              std::int64_t params_total = 0);
 
   // Hidden state after layer l (0 = embeddings output), (N,C).
   const float* hidden(int l) const { return l == 0 ? x0.data() : layers[l - 1].out.data(); }
@@ -60,6 +73,7 @@ struct Activations {
   std::int64_t capacity_attn_ = 0;
   int capacity_batch_ = 0;
   bool training_ = false;
+  bool bf16_ = false;
 };
 
 }  // namespace bertfit

@@ -12,13 +12,17 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "gemm/gemm.h"
 #include "kernels/kernels.h"
 
 namespace bertfit {
 namespace {
 
-void zero(AlignedBuffer<float>& b, std::int64_t n) { std::memset(b.data(), 0, n * sizeof(float)); }
+template <class T>
+void zero(AlignedBuffer<T>& b, std::int64_t n) {
+  std::memset(b.data(), 0, n * sizeof(T));
+}
 
 ActKind act_kind(Activation a) {
   switch (a) {
@@ -48,7 +52,72 @@ LayerTensors<F> layer_tensors(const ParamLayout& lay, F* base, int l) {
           p(Role::kFf2W), p(Role::kFf2B), p(Role::kLn2W), p(Role::kLn2B)};
 }
 
+// One Linear layer's products in the model's precision. In bf16 the input is rounded into
+// x_bf16 (kept for the weight gradient) and the weights come from the bf16 copy; in fp32 the
+// bf16 arguments are unused (and may be null).
+struct Linear {
+  bool bf16;
+
+  // y (M,N) = x (M,K) · wᵀ + b
+  void forward(float* y, const float* x, std::uint16_t* x_bf16, const float* w,
+               const std::uint16_t* w_bf16, const float* b, std::int64_t M, std::int64_t K,
+               std::int64_t N) const {
+    if (!bf16) return linear_forward(y, x, w, b, M, K, N);
+    cast_f32_to_bf16(x_bf16, x, M * K);
+    linear_forward_bf16(y, x_bf16, w_bf16, b, M, K, N);
+  }
+
+  // dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy. dy_bf16: scratch of M·N.
+  void backward(float* dx, float* dw, float* db, const float* dy, std::uint16_t* dy_bf16,
+                const float* x, const std::uint16_t* x_bf16, const float* w,
+                const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K, std::int64_t N) const {
+    bias_backward(db, dy, M, static_cast<int>(N));
+    if (!bf16) {
+      linear_backward_weight(dw, dy, x, M, K, N);
+      linear_backward_input(dx, dy, w, M, K, N);
+      return;
+    }
+    cast_f32_to_bf16(dy_bf16, dy, M * N);
+    linear_backward_weight_bf16(dw, dy_bf16, x_bf16, M, K, N);
+    linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N);
+  }
+};
+
+// The bf16 copy of every matrix-product weight (same offsets as params).
+void cast_weights(const ParamLayout& lay, const float* params, std::uint16_t* out) {
+  for (const ParamEntry& e : lay.entries()) {
+    switch (e.role) {
+      case Role::kQW:  // q, k, v weights are adjacent: one cast each, simply
+      case Role::kKW:
+      case Role::kVW:
+      case Role::kOW:
+      case Role::kFf1W:
+      case Role::kFf2W:
+      case Role::kPreW:
+      case Role::kClsW:
+        cast_f32_to_bf16(out + e.offset, params + e.offset, e.size);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kF32;
+  if (name != "bf16") throw_error("--precision must be fp32 or bf16, got '", name, "'");
+  if (!has_native_bf16()) {
+    log_warn(
+        "--precision bf16: this CPU has no native bf16 matrix instructions "
+        "(AVX512_BF16 or AMX); using fp32, which is faster here");
+    return Precision::kF32;
+  }
+  return Precision::kBF16;
+}
+
+const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "fp32"; }
 
 void BertModel::forward(const float* params, const ModelInput& in, const DropoutState& drop,
                         Activations& a) const {
@@ -56,8 +125,11 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   const ParamLayout& lay = layout_;
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
   const std::int64_t N = std::int64_t{B} * T;
+  const bool bf16 = precision_ == Precision::kBF16;
   CHECK(T <= c.max_positions, "T ", T, " > max positions ", c.max_positions);
-  a.resize(c, B, T, drop.train);
+  a.resize(c, B, T, drop.train, bf16, lay.total());
+  if (bf16) cast_weights(lay, params, a.weights_bf16.data());
+  const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
     return dropout_key(drop.seed, drop.step, drop.micro, layer, site);
   };
@@ -67,6 +139,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   const bool bert = c.arch == Arch::kBert;
   const float eps = static_cast<float>(c.layer_norm_eps);
   auto P = [&](Role r, int l = 0) { return params + lay.offset(r, l); };
+  auto W = [&](Role r, int l = 0) { return a.weights_bf16.data() + lay.offset(r, l); };
 
   // Embeddings: x0 = Dropout(LN(word + pos (+ type))).
   std::vector<std::int32_t> zeros;
@@ -86,11 +159,13 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   for (int l = 0; l < c.layers; ++l) {
     LayerActivations& s = a.layers[l];
     const auto w = layer_tensors(lay, params, l);
+    const auto wb =
+        layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
     // Self-attention block: r1 = x + Drop(Attn(x)·Woᵀ + bo); h1 = LN1(r1).
-    linear_forward(s.qkv.data(), x, w.qkv_w, w.qkv_b, N, C, 3 * C);
+    linear.forward(s.qkv.data(), x, s.x_bf16.data(), w.qkv_w, wb.qkv_w, w.qkv_b, N, C, 3 * C);
     attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, shape, p_attn,
                       key(l, kSiteAttentionProbs));
-    linear_forward(s.res1.data(), s.att.data(), w.o_w, w.o_b, N, C, C);
+    linear.forward(s.res1.data(), s.att.data(), s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, N, C, C);
     if (bert) {
       dropout_forward(s.res1.data(), s.res1.data(), N * C, p_hidden, key(l, kSiteAttentionOutput));
     }
@@ -98,9 +173,11 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w, w.ln1_b,
                       N, C, eps);
     // Feed-forward block: r2 = h1 + Drop(act(h1·W1ᵀ + b1)·W2ᵀ + b2); out = LN2(r2).
-    linear_forward(s.ff1.data(), s.h1.data(), w.ff1_w, w.ff1_b, N, C, I);
+    linear.forward(s.ff1.data(), s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, w.ff1_b, N, C,
+                   I);
     activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), N * I);
-    linear_forward(s.res2.data(), s.act.data(), w.ff2_w, w.ff2_b, N, I, C);
+    linear.forward(s.res2.data(), s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, w.ff2_b, N, I,
+                   C);
     dropout_forward(s.res2.data(), s.res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
     add_forward(s.res2.data(), s.res2.data(), s.h1.data(), N * C);
     layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b,
@@ -110,12 +187,14 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
 
   // Head on the first token of each sequence.
   gather_rows(a.cls.data(), x, a.cls_rows.data(), B, C);
-  linear_forward(a.pre.data(), a.cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
+  linear.forward(a.pre.data(), a.cls.data(), a.cls_bf16.data(), P(Role::kPreW),
+                 bf16 ? W(Role::kPreW) : nullptr, P(Role::kPreB), B, C, C);
   activation_forward(bert ? ActKind::kTanh : ActKind::kRelu, a.pre.data(), a.pre.data(),
                      std::int64_t{B} * C);
   dropout_forward(a.pre_drop.data(), a.pre.data(), std::int64_t{B} * C, p_cls,
                   key(c.layers, kSiteClassifier));
-  linear_forward(a.logits.data(), a.pre_drop.data(), P(Role::kClsW), P(Role::kClsB), B, C, K);
+  linear.forward(a.logits.data(), a.pre_drop.data(), a.pre_bf16.data(), P(Role::kClsW),
+                 bf16 ? W(Role::kClsW) : nullptr, P(Role::kClsB), B, C, K);
 }
 
 double BertModel::loss(const float* labels, float scale, Activations& a) const {
@@ -144,7 +223,9 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   const ParamLayout& lay = layout_;
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
   const std::int64_t N = std::int64_t{B} * T;
+  const bool bf16 = precision_ == Precision::kBF16;
   CHECK(a.B == B && a.T == T, "backward on a batch the forward did not see");
+  const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
     return dropout_key(drop.seed, drop.step, drop.micro, layer, site);
   };
@@ -154,6 +235,10 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   const bool bert = c.arch == Arch::kBert;
   auto P = [&](Role r, int l = 0) { return params + lay.offset(r, l); };
   auto G = [&](Role r, int l = 0) { return grads + lay.offset(r, l); };
+  auto W = [&](Role r, int l = 0) {
+    return bf16 ? a.weights_bf16.data() + lay.offset(r, l) : nullptr;
+  };
+  std::uint16_t* dy_bf16 = bf16 ? a.dy_bf16.data() : nullptr;
   auto done = [&](int l) {
     if (on_layer_done) on_layer_done(l);
   };
@@ -163,17 +248,15 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   zero(a.d_pre_drop, BC);
   zero(a.d_pre, BC);
   zero(a.d_cls, BC);
-  linear_backward_weight(G(Role::kClsW), a.dlogits.data(), a.pre_drop.data(), B, C, K);
-  bias_backward(G(Role::kClsB), a.dlogits.data(), B, K);
-  linear_backward_input(a.d_pre_drop.data(), a.dlogits.data(), P(Role::kClsW), B, C, K);
+  linear.backward(a.d_pre_drop.data(), G(Role::kClsW), G(Role::kClsB), a.dlogits.data(), dy_bf16,
+                  a.pre_drop.data(), a.pre_bf16.data(), P(Role::kClsW), W(Role::kClsW), B, C, K);
   dropout_backward(a.d_pre.data(), a.d_pre_drop.data(), BC, p_cls, key(c.layers, kSiteClassifier));
   // ReLU / tanh backward read their output; the in-place forward left it in a.pre.
   zero(a.d_pre_drop, BC);  // reuse as d(pre-activation)
   activation_backward(bert ? ActKind::kTanh : ActKind::kRelu, a.d_pre_drop.data(), a.d_pre.data(),
                       nullptr, a.pre.data(), BC);
-  linear_backward_weight(G(Role::kPreW), a.d_pre_drop.data(), a.cls.data(), B, C, C);
-  bias_backward(G(Role::kPreB), a.d_pre_drop.data(), B, C);
-  linear_backward_input(a.d_cls.data(), a.d_pre_drop.data(), P(Role::kPreW), B, C, C);
+  linear.backward(a.d_cls.data(), G(Role::kPreW), G(Role::kPreB), a.d_pre_drop.data(), dy_bf16,
+                  a.cls.data(), a.cls_bf16.data(), P(Role::kPreW), W(Role::kPreW), B, C, C);
   done(c.layers);
   zero(a.d_out, N * C);
   scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, C);
@@ -183,6 +266,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     LayerActivations& s = a.layers[l];
     const float* x = l == 0 ? a.x0.data() : a.layers[l - 1].out.data();
     const auto w = layer_tensors(lay, params, l);
+    const auto wb =
+        layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
     const auto g = layer_tensors(lay, grads, l);
     // out = LN2(r2)
     zero(a.d_res2, N * C);
@@ -193,18 +278,16 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_ff2, N * C);
     dropout_backward(a.d_ff2.data(), a.d_res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
     // f2 = act·W2ᵀ + b2
-    linear_backward_weight(g.ff2_w, a.d_ff2.data(), s.act.data(), N, I, C);
-    bias_backward(g.ff2_b, a.d_ff2.data(), N, C);
     zero(a.d_act, N * I);
-    linear_backward_input(a.d_act.data(), a.d_ff2.data(), w.ff2_w, N, I, C);
+    linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16, s.act.data(),
+                    s.act_bf16.data(), w.ff2_w, wb.ff2_w, N, I, C);
     // act = act(ff1)
     zero(a.d_ff1, N * I);
     activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
                         s.act.data(), N * I);
     // ff1 = h1·W1ᵀ + b1
-    linear_backward_weight(g.ff1_w, a.d_ff1.data(), s.h1.data(), N, C, I);
-    bias_backward(g.ff1_b, a.d_ff1.data(), N, I);
-    linear_backward_input(a.d_h1.data(), a.d_ff1.data(), w.ff1_w, N, C, I);
+    linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
+                    s.h1_bf16.data(), w.ff1_w, wb.ff1_w, N, C, I);
     // h1 = LN1(r1)
     zero(a.d_res1, N * C);
     layernorm_backward(a.d_res1.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(), w.ln1_w,
@@ -218,18 +301,16 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
                        key(l, kSiteAttentionOutput));
       d_proj = a.d_att_proj.data();
     }
-    linear_backward_weight(g.o_w, d_proj, s.att.data(), N, C, C);
-    bias_backward(g.o_b, d_proj, N, C);
     zero(a.d_att, N * C);
-    linear_backward_input(a.d_att.data(), d_proj, w.o_w, N, C, C);
+    linear.backward(a.d_att.data(), g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(), s.att_bf16.data(),
+                    w.o_w, wb.o_w, N, C, C);
     // att = Attn(qkv)
     zero(a.d_qkv, N * 3 * C);
     attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(), shape, p_attn,
                        key(l, kSiteAttentionProbs));
     // qkv = x·Wqkvᵀ + bqkv
-    linear_backward_weight(g.qkv_w, a.d_qkv.data(), x, N, C, 3 * C);
-    bias_backward(g.qkv_b, a.d_qkv.data(), N, 3 * C);
-    linear_backward_input(a.d_in.data(), a.d_qkv.data(), w.qkv_w, N, C, 3 * C);
+    linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
+                    w.qkv_w, wb.qkv_w, N, C, 3 * C);
     done(l);
     std::swap(a.d_out, a.d_in);
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "model/activations.h"
 #include "model/config.h"
@@ -29,10 +30,16 @@ struct DropoutState {
   std::uint64_t micro = 0;
 };
 
+// Precision of the matrix products. kBF16: inputs and weights rounded to bf16, fp32
+// accumulation and outputs; parameters, gradients, optimizer state, LayerNorm, softmax,
+// attention and the loss stay fp32 (mixed precision as PyTorch's autocast does it).
+enum class Precision { kF32, kBF16 };
+
 class BertModel {
  public:
-  BertModel(const ModelConfig& config, const ParamLayout& layout)
-      : config_(config), layout_(layout) {}
+  BertModel(const ModelConfig& config, const ParamLayout& layout,
+            Precision precision = Precision::kF32)
+      : config_(config), layout_(layout), precision_(precision) {}
 
   // Fills acts (including acts.logits (B,K)) from params.
   void forward(const float* params, const ModelInput& in, const DropoutState& dropout,
@@ -51,11 +58,18 @@ class BertModel {
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
+  Precision precision() const { return precision_; }
 
  private:
   const ModelConfig& config_;
   const ParamLayout& layout_;
+  Precision precision_;
 };
+
+// "fp32" / "bf16" -> Precision; Error naming the flag otherwise. With bf16 on a CPU without
+// native bf16 products, logs a warning and returns kF32 (emulated bf16 is slower than fp32).
+Precision parse_precision(const std::string& name);
+const char* precision_name(Precision p);
 
 // Dropout sites within a layer, for dropout keys.
 enum DropoutSite : std::uint32_t {

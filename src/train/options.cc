@@ -60,6 +60,9 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
       {"--log-every", "Log loss and learning rate every N steps (default 10)", &o.log_every, false},
       {"--pad-to-multiple-of", "Dynamic padding: round each batch's length up to this (default 8)",
        &o.pad_to_multiple_of, true},
+      {"--precision",
+       "Matrix products in fp32 or bf16 (bf16 inputs, fp32 accumulation, fp32 master weights)",
+       &o.precision, true},
       {"--threads", "Compute threads (default: this process's share of the cores)", &o.threads,
        false},
       {"--no-pin", "Do not pin processes to cores (by default ranks on one host split its cores)",
@@ -137,6 +140,9 @@ void validate_train_options(const TrainOptions& o) {
   if (o.pad_to_multiple_of <= 0) throw_error("--pad-to-multiple-of must be > 0");
   if (o.log_every <= 0) throw_error("--log-every must be > 0");
   if (o.save_every < 0) throw_error("--save-every must be >= 0");
+  if (o.precision != "fp32" && o.precision != "bf16") {
+    throw_error("--precision must be fp32 or bf16, got '", o.precision, "'");
+  }
   if (o.comm_timeout <= 0) throw_error("--comm-timeout must be > 0");
   if (o.grad_comm_dtype != "fp32" && o.grad_comm_dtype != "bf16") {
     throw_error("--grad-comm-dtype must be fp32 or bf16, got '", o.grad_comm_dtype, "'");

@@ -45,7 +45,8 @@ struct TrainOptions {
   std::int64_t save_every = 0;       // checkpoint every N steps; 0: at each evaluation
   std::int64_t log_every = 10;
   int pad_to_multiple_of = 8;
-  int threads = 0;  // 0: this rank's share of the cores
+  std::string precision = "fp32";  // fp32 | bf16 matrix products
+  int threads = 0;                 // 0: this rank's share of the cores
   bool no_pin = false;
   std::string resume;
   // Data-parallel runs (mpirun -np N): see dist/.

@@ -123,7 +123,7 @@ TrainSummary run_training(const TrainOptions& options) {
   if (rank == 0) make_directories(o.output_dir);
 
   const ModelConfig& config = state.config;
-  BertModel model(config, state.layout);
+  BertModel model(config, state.layout, parse_precision(o.precision));
   AdamW optimizer(state.layout, {.weight_decay = o.weight_decay});
   const std::int64_t n = static_cast<std::int64_t>(train_enc.size());
   const std::int64_t micro_global = std::int64_t{o.batch_size} * world;

@@ -97,6 +97,8 @@ class Golden : public ::testing::TestWithParam<std::string> {
     return c;
   }
 
+  void check_trajectory(const struct TrajectoryBounds& bounds);
+
   ModelState state_;
   std::unique_ptr<SafetensorsFile> golden_;
   GoldenBatch batch_;
@@ -147,7 +149,14 @@ TEST_P(Golden, TrainLossAndEveryGradient) {
 // gradients agree to ~1e-5 relative (above) and Adam's normalisation amplifies differences
 // only where |g| ≈ its rounding error), and for the key biases ‖Δours − Δref‖∞ ≤ 2·Σ lr (each
 // step can at most move them by ±lr in opposite directions).
-TEST_P(Golden, AdamWTrajectory) {
+// Bounds of one trajectory comparison (see the arguments at the two call sites).
+struct TrajectoryBounds {
+  Precision precision;
+  double loss_rel, norm_rel, delta_rel;  // norm_rel, delta_rel <= 0: not checked
+  double min_cosine;                     // of the whole parameter change with HF's
+};
+
+void Golden::check_trajectory(const TrajectoryBounds& bounds) {
   auto j = nlohmann::json::parse(read_file(kGolden + GetParam() + "/golden.json"))["trajectory"];
   const int steps = j["steps"];
   const double lr = j["lr"], max_norm = j["max_grad_norm"];
@@ -155,7 +164,7 @@ TEST_P(Golden, AdamWTrajectory) {
   AdamWConfig adam{j["betas"][0], j["betas"][1], j["eps"], j["weight_decay"]};
 
   ModelConfig config = no_dropout();
-  BertModel model(config, state_.layout);
+  BertModel model(config, state_.layout, bounds.precision);
   AlignedBuffer<float> params(state_.layout.total()), grads(state_.layout.total());
   std::copy(state_.params.data(), state_.params.data() + state_.layout.total(), params.data());
   AdamW opt(state_.layout, adam);
@@ -187,11 +196,14 @@ TEST_P(Golden, AdamWTrajectory) {
     double norm = clip_grad_norm(grads.data(), state_.layout.total(), max_norm);
     double step_lr = linear_schedule_lr(lr, s, warmup, steps);
     lr_sum += step_lr;
-    EXPECT_NEAR(loss, want_loss[s], 1e-5 * std::fabs(want_loss[s])) << "step " << s;
+    EXPECT_NEAR(loss, want_loss[s], bounds.loss_rel * std::fabs(want_loss[s])) << "step " << s;
     EXPECT_NEAR(step_lr, want_lr[s], 1e-9) << "step " << s;
-    EXPECT_NEAR(norm, want_norm[s], 1e-4 * want_norm[s]) << "step " << s;
+    if (bounds.norm_rel > 0) {
+      EXPECT_NEAR(norm, want_norm[s], bounds.norm_rel * want_norm[s]) << "step " << s;
+    }
     opt.step(params.data(), grads.data(), step_lr);
   }
+  double dot = 0, got2 = 0, want2 = 0;  // the whole change, for its direction
   for (const ParamEntry& e : state_.layout.entries()) {
     auto want = read_tensor(*golden_, "final." + e.name);
     const float* start = state_.params.data() + e.offset;
@@ -203,13 +215,90 @@ TEST_P(Golden, AdamWTrajectory) {
       diff2 += (d_got - d_ref) * (d_got - d_ref);
       ref2 += d_ref * d_ref;
       max_abs = std::max(max_abs, std::fabs(d_got - d_ref));
+      dot += d_got * d_ref;
+      got2 += d_got * d_got;
+      want2 += d_ref * d_ref;
     }
     if (key_bias) {
       EXPECT_LE(max_abs, 2 * lr_sum) << e.name;
-    } else {
-      EXPECT_LE(std::sqrt(diff2), 1e-3 * std::sqrt(ref2) + 1e-9) << e.name;
+    } else if (bounds.delta_rel > 0) {
+      EXPECT_LE(std::sqrt(diff2), bounds.delta_rel * std::sqrt(ref2) + 1e-9) << e.name;
     }
   }
+  const double cosine = dot / std::sqrt(got2 * want2);
+  std::printf("%s trajectory: cosine of the parameter change with HF's: %.4f\n",
+              precision_name(bounds.precision), cosine);
+  EXPECT_GT(cosine, bounds.min_cosine);
+}
+
+TEST_P(Golden, AdamWTrajectory) { check_trajectory({Precision::kF32, 1e-5, 1e-4, 1e-3, 0.999999}); }
+
+// The same trajectory with bf16 products. Losses: the logits err by ≲ 1e-2 relative (above)
+// but are ~1e-2 in size, so the loss (≈ ln 2) moves by ≲ 1e-4 relative: checked every step.
+// Per-tensor parameter changes are not a meaningful check here: on distilbert-tiny the
+// gradients are cancellation-dominated (see Bf16WithinRoundingOfFp32Golden, up to 19% error at
+// step 0) and Adam normalises every element's update, so the per-tensor changes drift by more
+// than their size after a few steps (measured: gradient norms within 75%). What bf16 must keep
+// is the direction of learning: the whole parameter change must point where HF's does,
+// cosine ≥ 0.85 (measured 2026-12-02: 0.925 distilbert-tiny, 0.9999 bert-tiny; an unrelated
+// change has cosine ≈ 0, fp32 has 1.0000). Learning itself is checked on SST-2 against fp32.
+TEST_P(Golden, AdamWTrajectoryBf16) { check_trajectory({Precision::kBF16, 1e-4, 0, 0, 0.85}); }
+
+// bf16 products (inputs and weights rounded to 8 significant bits, fp32 accumulation) against
+// the same fp32 golden numbers. Each rounding errs by at most 2^-9 relative (half a bf16 ulp,
+// 2^-9 RMS over uniformly distributed mantissas ≈ 1.1e-3), independently per element, so a
+// product's output carries a relative error of about √2 · 1.1e-3 ≈ 1.6e-3 (errors of the two
+// operands add in quadrature and do not grow with K relative to the output's norm). Residual
+// connections and LayerNorm keep that from compounding across the 2–3 layers (each layer
+// re-adds its own ~1.6e-3; √3 · 1.6e-3 ≈ 3e-3): bound 1e-2 for logits and hidden states.
+// Gradients are another matter on these models: being random, they map every input to
+// nearly the same [CLS] state (the eval logits of the 8 examples differ by only ~3%), and
+// with balanced labels every weight gradient Σ_b (p_b − y_b)·x_b keeps only the example-to-
+// example differences of x. bf16 rounds the common part by 2^-9, i.e. by 2^-9 / 0.03 ≈ 7% of
+// what survives the cancellation (measured: 13–19%). The bound is 0.3 relative, and the
+// direction must agree (cosine ≥ 0.95): a wrong formula or buffer gives O(1) errors and
+// cosines near 0. Trained models are far from this regime; there bf16 must learn as well as
+// fp32 (tests/cli/learn_test.cc).
+TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
+  ModelConfig config = no_dropout();
+  BertModel eval_model(state_.config, state_.layout, Precision::kBF16);
+  Activations acts;
+  eval_model.forward(state_.params.data(), slice(batch_, 0, batch_.B), DropoutState{}, acts);
+  double worst = rel_err(acts.logits.data(), read_tensor(*golden_, "eval.logits"));
+  EXPECT_LT(worst, 1e-2);
+  for (int l = 0; l <= state_.config.layers; ++l) {
+    auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
+    double e = rel_err(acts.hidden(l), h);
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 1e-2) << "hidden state " << l;
+  }
+  BertModel model(config, state_.layout, Precision::kBF16);
+  DropoutState train{.train = true, .seed = 1};
+  ModelInput in = slice(batch_, 0, batch_.B);
+  model.forward(state_.params.data(), in, train, acts);
+  double loss = model.loss(batch_.labels.data(), 1.0f, acts);
+  auto want_loss = read_tensor(*golden_, "train.loss");
+  EXPECT_NEAR(loss, want_loss[0], 1e-2 * std::fabs(want_loss[0]));
+  AlignedBuffer<float> grads(state_.layout.total());
+  model.backward(state_.params.data(), grads.data(), in, train, acts);
+  double largest = 0, worst_grad = 0;
+  for (const ParamEntry& e : state_.layout.entries()) {
+    largest = std::max(largest, l2(read_tensor(*golden_, "grad." + e.name).data(), e.size));
+  }
+  for (const ParamEntry& e : state_.layout.entries()) {
+    auto want = read_tensor(*golden_, "grad." + e.name);
+    double err = rel_err(grads.data() + e.offset, want, 1e-3 * largest);
+    worst_grad = std::max(worst_grad, err);
+    EXPECT_LT(err, 0.3) << e.name;
+    if (e.role != Role::kKB && l2(want.data(), want.size()) > 1e-3 * largest) {
+      double dot = 0;
+      for (std::int64_t i = 0; i < e.size; ++i) dot += double{grads[e.offset + i]} * want[i];
+      EXPECT_GT(dot / (l2(grads.data() + e.offset, e.size) * l2(want.data(), want.size())), 0.95)
+          << e.name;
+    }
+  }
+  std::printf("bf16 vs fp32 golden: worst forward rel. error %.2e, worst gradient %.2e\n", worst,
+              worst_grad);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("distilbert-tiny", "bert-tiny"),
