@@ -76,7 +76,8 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
   return make_mpi_communicator(options);
 #else
   if (launch.world == 1) return std::make_unique<LocalCommunicator>();
-  std::string size = launch.world > 1 ? cat("one of ", launch.world, " ranks") : "one of several ranks";
+  std::string size =
+      launch.world > 1 ? cat("one of ", launch.world, " ranks") : "one of several ranks";
   throw_error("this process was started by an MPI launcher as ", size, " (", launch.variable,
               " is set) but bertfit was built without MPI support; install libopenmpi-dev "
               "(scripts/setup.sh) and rebuild, or run without mpirun");

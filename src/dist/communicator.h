@@ -36,6 +36,7 @@ const char* progress_mode_name(ProgressMode mode);
 
 struct CommOptions {
   double timeout_seconds = 300;  // a wait without completion for this long fails the job
+  // The defaults won the measurements at the top of grad_reducer.h.
   ProgressMode progress = ProgressMode::kCommThread;
   // kCommThread only: pause between polls while requests are outstanding (0 = yield only).
   double poll_interval_us = 0;

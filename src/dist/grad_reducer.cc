@@ -14,7 +14,8 @@ std::vector<GradBucket> make_buckets(std::vector<std::int64_t> boundaries, std::
                                      std::int64_t bucket_bytes) {
   CHECK(total >= 0, "make_buckets: total=", total);
   CHECK(bucket_bytes > 0, "make_buckets: bucket_bytes=", bucket_bytes);
-  for (std::int64_t b : boundaries) CHECK(b >= 0 && b <= total, "boundary ", b, " outside [0, ", total, "]");
+  for (std::int64_t b : boundaries)
+    CHECK(b >= 0 && b <= total, "boundary ", b, " outside [0, ", total, "]");
   boundaries.push_back(0);
   std::sort(boundaries.begin(), boundaries.end());
   boundaries.erase(std::unique(boundaries.begin(), boundaries.end()), boundaries.end());
@@ -35,8 +36,10 @@ std::vector<GradBucket> make_buckets(std::vector<std::int64_t> boundaries, std::
 
 GradReducer::GradReducer(Communicator& comm, std::vector<std::int64_t> boundaries,
                          std::int64_t total, std::int64_t bucket_bytes, WireDType wire)
-    : comm_(comm), buckets_(make_buckets(std::move(boundaries), total, bucket_bytes)),
-      total_(total), wire_(wire) {}
+    : comm_(comm),
+      buckets_(make_buckets(std::move(boundaries), total, bucket_bytes)),
+      total_(total),
+      wire_(wire) {}
 
 void GradReducer::begin_step(float* grads) {
   CHECK(grads != nullptr || total_ == 0, "begin_step: null gradient buffer");
@@ -48,8 +51,8 @@ void GradReducer::begin_step(float* grads) {
 
 void GradReducer::ready(std::int64_t begin_offset) {
   CHECK(grads_ != nullptr || total_ == 0, "ready() before begin_step()");
-  CHECK(begin_offset >= 0 && begin_offset <= last_ready_, "ready(", begin_offset,
-        ") after ready(", last_ready_, "): offsets must decrease");
+  CHECK(begin_offset >= 0 && begin_offset <= last_ready_, "ready(", begin_offset, ") after ready(",
+        last_ready_, "): offsets must decrease");
   last_ready_ = begin_offset;
   while (started_ < buckets_.size() && buckets_[started_].begin >= begin_offset) {
     const GradBucket& b = buckets_[started_];
@@ -70,9 +73,10 @@ double GradReducer::finish(float scale) {
     waited += timer.seconds();
     if (scale != 1.0f) {
       float* data = grads_ + buckets_[i].begin;
-      parallel_for(buckets_[i].end - buckets_[i].begin, 1 << 16, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t k = b; k < e; ++k) data[k] *= scale;
-      });
+      parallel_for(buckets_[i].end - buckets_[i].begin, 1 << 16,
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t k = b; k < e; ++k) data[k] *= scale;
+                   });
     }
   }
   handles_.clear();

@@ -1,11 +1,12 @@
 // GradReducer without MPI: bucket formation from candidate boundaries, buckets started as soon
 // as ready() covers them (checked with a recording communicator), and world-1 equivalence to
 // plain scaling.
+#include "dist/grad_reducer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "dist/grad_reducer.h"
 #include "dist/local_communicator.h"
 
 namespace bertfit {
@@ -28,16 +29,20 @@ class RecordingCommunicator : public LocalCommunicator {
   int progress_calls = 0;
 };
 
-void expect_valid_buckets(const std::vector<GradBucket>& buckets, const std::vector<std::int64_t>& candidates,
-                          std::int64_t total, std::int64_t bucket_bytes) {
+void expect_valid_buckets(const std::vector<GradBucket>& buckets,
+                          const std::vector<std::int64_t>& candidates, std::int64_t total,
+                          std::int64_t bucket_bytes) {
   std::int64_t end = total;
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const GradBucket& b = buckets[i];
     EXPECT_EQ(b.end, end) << "bucket " << i << " is not contiguous with the previous one";
     EXPECT_LT(b.begin, b.end);
-    bool is_candidate = b.begin == 0 || std::find(candidates.begin(), candidates.end(), b.begin) != candidates.end();
+    bool is_candidate = b.begin == 0 || std::find(candidates.begin(), candidates.end(), b.begin) !=
+                                            candidates.end();
     EXPECT_TRUE(is_candidate) << "bucket " << i << " starts at " << b.begin << ", not a candidate";
-    if (b.begin != 0) EXPECT_GE((b.end - b.begin) * 4, bucket_bytes) << "bucket " << i;
+    if (b.begin != 0) {
+      EXPECT_GE((b.end - b.begin) * 4, bucket_bytes) << "bucket " << i;
+    }
     end = b.begin;
   }
   EXPECT_EQ(end, 0) << "buckets do not reach offset 0";
@@ -67,7 +72,8 @@ TEST(MakeBuckets, RandomCandidates) {
     std::int64_t total = 1 + rng() % 5000;
     std::vector<std::int64_t> candidates;
     int k = static_cast<int>(rng() % 30);
-    for (int i = 0; i < k; ++i) candidates.push_back(static_cast<std::int64_t>(rng() % (total + 1)));
+    for (int i = 0; i < k; ++i)
+      candidates.push_back(static_cast<std::int64_t>(rng() % (total + 1)));
     std::int64_t bytes = 4 + rng() % 8000;
     expect_valid_buckets(make_buckets(candidates, total, bytes), candidates, total, bytes);
   }

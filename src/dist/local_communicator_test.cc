@@ -1,5 +1,7 @@
 // LocalCommunicator and the launcher detection: collectives are the identity, handles follow
 // the same rules as under MPI, and make_communicator picks the local one outside a launcher.
+#include "dist/local_communicator.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,7 +9,6 @@
 
 #include "base/error.h"
 #include "dist/communicator.h"
-#include "dist/local_communicator.h"
 
 namespace bertfit {
 namespace {
@@ -17,10 +18,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1); else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1); else unsetenv(name_.c_str());
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
 
  private:
@@ -117,7 +124,8 @@ TEST(MakeCommunicator, MultiRankLaunchWithoutMpiFailsClearly) {
     make_communicator({});
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("built without MPI support"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("built without MPI support"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,5 +1,7 @@
 // MpiCommunicator: set-up, tear-down and the collectives, each expressed as an Op (see
 // mpi_communicator_impl.h); the progress machinery is in mpi_progress.cc.
+#include "dist/mpi_communicator.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -7,7 +9,6 @@
 
 #include "base/check.h"
 #include "base/log.h"
-#include "dist/mpi_communicator.h"
 #include "dist/mpi_communicator_impl.h"
 #include "dist/mpi_runtime.h"
 #include "tensor/dtype.h"
@@ -55,7 +56,9 @@ MpiCommunicator::MpiCommunicator(const CommOptions& options)
   // Ranks that share memory (the launcher's notion of a node: each emulated node counts as one).
   MPI_Comm local = MPI_COMM_NULL;
   int rc = MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
-  if (rc != MPI_SUCCESS) fail(cat("rank ", rank_, ": MPI_Comm_split_type failed: ", mpi::error_string(rc)));
+  if (rc != MPI_SUCCESS) {
+    fail(cat("rank ", rank_, ": MPI_Comm_split_type failed: ", mpi::error_string(rc)));
+  }
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_size(local, &local_world_);
   MPI_Comm_free(&local);
@@ -142,10 +145,12 @@ std::vector<float> MpiCommunicator::allgatherv(const std::vector<float>& local) 
   std::int64_t total = 0;
   for (int r = 0; r < world_; ++r) {
     displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
-    counts[static_cast<std::size_t>(r)] = static_cast<int>(sizes->words[static_cast<std::size_t>(r)]);
+    counts[static_cast<std::size_t>(r)] =
+        static_cast<int>(sizes->words[static_cast<std::size_t>(r)]);
     total += sizes->words[static_cast<std::size_t>(r)];
     if (total > INT_MAX) {
-      throw_error("all-gather of ", total, "+ values exceeds MPI's int count limit (", INT_MAX, ")");
+      throw_error("all-gather of ", total, "+ values exceeds MPI's int count limit (", INT_MAX,
+                  ")");
     }
   }
   std::vector<float> result(static_cast<std::size_t>(total));
@@ -180,7 +185,8 @@ Communicator::Handle MpiCommunicator::start_allreduce(float* data, std::int64_t 
         "gradient all-reduce (bf16)",
         [this, data, n](Op& o) {
           o.bf16.resize(static_cast<std::size_t>(n));
-          for (std::int64_t i = 0; i < n; ++i) o.bf16[static_cast<std::size_t>(i)] = f32_to_bf16(data[i]);
+          for (std::int64_t i = 0; i < n; ++i)
+            o.bf16[static_cast<std::size_t>(i)] = f32_to_bf16(data[i]);
           std::uint16_t* wire_data = o.bf16.data();
           return post_chunks(n, o.requests, [&](std::int64_t begin, int count, MPI_Request* r) {
             return MPI_Iallreduce(MPI_IN_PLACE, wire_data + begin, count, MPI_UINT16_T,
@@ -188,7 +194,8 @@ Communicator::Handle MpiCommunicator::start_allreduce(float* data, std::int64_t 
           });
         },
         [data, n](Op& o) {
-          for (std::int64_t i = 0; i < n; ++i) data[i] = bf16_to_f32(o.bf16[static_cast<std::size_t>(i)]);
+          for (std::int64_t i = 0; i < n; ++i)
+            data[i] = bf16_to_f32(o.bf16[static_cast<std::size_t>(i)]);
           o.bf16 = {};
         });
   }
@@ -211,7 +218,8 @@ void MpiCommunicator::abort(const std::string& message, int code) {
   mpi::mark_failed(code);
   // Take the MPI lock if the comm thread releases it soon; abort regardless after a second.
   std::unique_lock<std::mutex> guard(mpi::lock(), std::defer_lock);
-  for (int i = 0; i < 1000 && !guard.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 1000 && !guard.try_lock(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
   std::_Exit(code == 0 ? 1 : code);
 }

@@ -65,13 +65,13 @@ class MpiCommunicator final : public Communicator {
   enum State : int { kQueued, kPosted, kDone, kFailed };
 
   struct Op {
-    std::string what;       // "gradient all-reduce", "broadcast", ... for messages
-    std::int64_t seq = 0;   // 1, 2, ... in posting order; 0 for a liveness query
-    std::function<int(Op&)> post;      // posts requests (MPI lock held); returns an MPI code
+    std::string what;                   // "gradient all-reduce", "broadcast", ... for messages
+    std::int64_t seq = 0;               // 1, 2, ... in posting order; 0 for a liveness query
+    std::function<int(Op&)> post;       // posts requests (MPI lock held); returns an MPI code
     std::function<void(Op&)> complete;  // runs once every request has completed
     std::vector<MPI_Request> requests;
-    std::vector<std::uint16_t> bf16;      // wire buffer of a bf16 all-reduce
-    std::vector<std::int64_t> words;      // small payloads (counts, query answers)
+    std::vector<std::uint16_t> bf16;  // wire buffer of a bf16 all-reduce
+    std::vector<std::int64_t> words;  // small payloads (counts, query answers)
     Clock::time_point deadline = Clock::time_point::max();  // queries end here, complete or not
     std::atomic<int> state{kQueued};
     std::string error;
@@ -106,8 +106,8 @@ class MpiCommunicator final : public Communicator {
   std::atomic<std::int64_t> posted_seq_{0};  // ops submitted so far (what queries report)
   Handle next_handle_ = 1;
   std::map<Handle, OpPtr> handles_;
-  std::vector<OpPtr> active_;      // posted, not finished: caller thread or comm thread only
-  std::vector<OpPtr> abandoned_;   // unfinished queries whose buffers MPI may still write
+  std::vector<OpPtr> active_;     // posted, not finished: caller thread or comm thread only
+  std::vector<OpPtr> abandoned_;  // unfinished queries whose buffers MPI may still write
   std::deque<std::int64_t> answer_words_;
   std::vector<MPI_Request> answer_requests_;
 

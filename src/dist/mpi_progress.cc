@@ -23,7 +23,8 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 void MpiCommunicator::check_usable(const char* what) const {
   if (failed_) {
-    throw_error("rank ", rank_, ": ", what, " on a communicator that already failed; the job is being aborted");
+    throw_error("rank ", rank_, ": ", what,
+                " on a communicator that already failed; the job is being aborted");
   }
 }
 
@@ -111,14 +112,16 @@ void MpiCommunicator::answer_queries_locked() {
   while (true) {
     int flag = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, beacon_, &flag, &status) != MPI_SUCCESS || !flag) return;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kQueryTag, beacon_, &flag, &status) != MPI_SUCCESS || !flag)
+      return;
     std::int64_t their_seq = 0;
     MPI_Recv(&their_seq, 1, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, beacon_, MPI_STATUS_IGNORE);
     std::int64_t mine = posted_seq_.load();
     std::fprintf(stderr,
                  "warning: rank %d: rank %d reports no progress on collective #%lld; this rank has "
                  "started %lld collective(s)\n",
-                 rank_, status.MPI_SOURCE, static_cast<long long>(their_seq), static_cast<long long>(mine));
+                 rank_, status.MPI_SOURCE, static_cast<long long>(their_seq),
+                 static_cast<long long>(mine));
     answer_words_.push_back(mine);
     answer_requests_.push_back(MPI_REQUEST_NULL);
     MPI_Isend(&answer_words_.back(), 1, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, beacon_,
@@ -203,8 +206,10 @@ std::vector<std::int64_t> MpiCommunicator::query_peers(double window_seconds) {
       if (static_cast<int>(p) == rank_) continue;
       int peer = static_cast<int>(p);
       o.words[p] = posted_seq_.load();
-      int rc = MPI_Irecv(&o.words[world + p], 1, MPI_INT64_T, peer, kAnswerTag, beacon_, &o.requests[world + p]);
-      if (rc == MPI_SUCCESS) rc = MPI_Isend(&o.words[p], 1, MPI_INT64_T, peer, kQueryTag, beacon_, &o.requests[p]);
+      int rc = MPI_Irecv(&o.words[world + p], 1, MPI_INT64_T, peer, kAnswerTag, beacon_,
+                         &o.requests[world + p]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(&o.words[p], 1, MPI_INT64_T, peer, kQueryTag, beacon_, &o.requests[p]);
       if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -236,7 +241,7 @@ std::vector<std::int64_t> MpiCommunicator::query_peers(double window_seconds) {
 }
 
 void MpiCommunicator::fail_timeout(const Op& op) {
-  double window = std::clamp(options_.timeout_seconds / 10, 0.5, 5.0);
+  double window = std::clamp(options_.timeout_seconds / 10, 1.0, 5.0);
   std::vector<std::int64_t> answers = query_peers(window);
   std::vector<int> silent, behind;
   for (int p = 0; p < world_; ++p) {
@@ -251,11 +256,13 @@ void MpiCommunicator::fail_timeout(const Op& op) {
                    " — a peer process may have died or stalled");
   }
   if (!behind.empty()) {
-    message += cat(silent.empty() ? "" : "; ", "rank(s) alive but not at this collective yet: ",
-                   join_ranks(behind), " — a peer process is stalled or its collectives diverged");
+    message += cat(silent.empty() ? "" : "; ",
+                   "rank(s) alive but not at this collective yet: ", join_ranks(behind),
+                   " — a peer process is stalled or its collectives diverged");
   }
   if (silent.empty() && behind.empty()) {
-    message += "every rank has reached this collective; the network between the ranks may be stalled";
+    message +=
+        "every rank has reached this collective; the network between the ranks may be stalled";
   }
   fail(message + " (timeout: --comm-timeout)");
 }
@@ -277,11 +284,13 @@ void MpiCommunicator::wait_setup_request(MPI_Request& request, const char* what)
     {
       std::lock_guard<std::mutex> guard(mpi::lock());
       int rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) fail(cat("rank ", rank_, ": MPI error in ", what, ": ", mpi::error_string(rc)));
+      if (rc != MPI_SUCCESS)
+        fail(cat("rank ", rank_, ": MPI error in ", what, ": ", mpi::error_string(rc)));
     }
     if (!flag && Clock::now() >= deadline) {
-      fail(cat("rank ", rank_, ": no progress on ", what, " for ", options_.timeout_seconds,
-               " s; a peer process may not have started, or may have died (timeout: --comm-timeout)"));
+      fail(cat(
+          "rank ", rank_, ": no progress on ", what, " for ", options_.timeout_seconds,
+          " s; a peer process may not have started, or may have died (timeout: --comm-timeout)"));
     }
   }
 }

@@ -59,7 +59,7 @@ double quota_in(const std::string& dir) {
 double tightest_quota(const std::string& mount, std::string path) {
   double best = 0;
   while (true) {
-    double q = quota_in(mount + path);
+    double q = quota_in(cat(mount, path));
     if (q > 0 && (best == 0 || q < best)) best = q;
     if (path.empty() || path == "/") break;
     std::size_t slash = path.find_last_of('/');
@@ -78,16 +78,20 @@ std::vector<int> parse_cpu_list(const std::string& text) {
     item.erase(0, item.find_first_not_of(" \t\n"));
     item.erase(item.find_last_not_of(" \t\n") + 1);
     if (item.empty()) continue;
+    // "N" or "N-M", digits only.
     int first = -1, last = -1;
-    char dash = 0, extra = 0;
-    std::istringstream range(item);
-    range >> first;
-    if (range >> dash) {
-      if (dash != '-' || !(range >> last) || (range >> extra)) last = -2;
-    } else {
-      last = first;
-    }
-    if (first < 0 || last < first) throw_error("malformed CPU list \"", text, "\" at \"", item, "\"");
+    std::size_t dash = item.find('-');
+    auto number = [](const std::string& digits) {
+      if (digits.empty() || digits.size() > 6 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        return -1;
+      }
+      return std::atoi(digits.c_str());
+    };
+    first = number(item.substr(0, dash));
+    last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (first < 0 || last < first)
+      throw_error("malformed CPU list \"", text, "\" at \"", item, "\"");
     for (int c = first; c <= last; ++c) cores.push_back(c);
   }
   std::sort(cores.begin(), cores.end());
@@ -102,7 +106,10 @@ std::string format_cpu_list(const std::vector<int>& cores) {
     while (j + 1 < cores.size() && cores[j + 1] == cores[j] + 1) ++j;
     if (!text.empty()) text += ",";
     text += std::to_string(cores[i]);
-    if (j > i) text += "-" + std::to_string(cores[j]);
+    if (j > i) {
+      text += '-';
+      text += std::to_string(cores[j]);
+    }
     i = j + 1;
   }
   return text;
@@ -115,7 +122,8 @@ std::vector<int> allowed_cores() {
   if (bound != nullptr && std::strcmp(bound, "1") == 0 && policy == nullptr) {
     // Open MPI's default binding, not the user's: take the launcher's cores.
     std::vector<int> parent = affinity_of(getppid());
-    if (parent.size() > own.size() && std::includes(parent.begin(), parent.end(), own.begin(), own.end())) {
+    if (parent.size() > own.size() &&
+        std::includes(parent.begin(), parent.end(), own.begin(), own.end())) {
       return parent;
     }
   }
@@ -143,14 +151,15 @@ double cpu_quota_cores() {
     std::string c;
     while (std::getline(list, c, ',')) {
       if (c != "cpu") continue;
-      consider(tightest_quota("/sys/fs/cgroup/" + controllers, path));
+      consider(tightest_quota(cat("/sys/fs/cgroup/", controllers), path));
       if (controllers != "cpu") consider(tightest_quota("/sys/fs/cgroup/cpu", path));
     }
   }
   return best;
 }
 
-CpuShare cpu_share_of(const std::vector<int>& allowed, double quota_cores, int local_rank, int local_world) {
+CpuShare cpu_share_of(const std::vector<int>& allowed, double quota_cores, int local_rank,
+                      int local_world) {
   CHECK(local_world >= 1 && local_rank >= 0 && local_rank < local_world, "cpu_share: local rank ",
         local_rank, " of ", local_world);
   CHECK(!allowed.empty(), "cpu_share: no allowed cores");
@@ -206,7 +215,7 @@ int apply_cpu_share(const CpuShare& share) {
 }
 
 std::string describe_share(const CpuShare& share) {
-  std::string text = "cores " + format_cpu_list(share.cores);
+  std::string text = cat("cores ", format_cpu_list(share.cores));
   if (share.quota_cores > 0) text += cat(", quota ", share.quota_cores, " core");
   int threads = share_threads(share);
   return text + cat(" (", threads, threads == 1 ? " thread)" : " threads)");

@@ -29,7 +29,8 @@ double cpu_quota_cores();
 // remainder of an uneven split stays unused); with fewer cores than ranks, rank r gets core
 // r * cores / n (shared, unavoidable).
 CpuShare cpu_share(int local_rank, int local_world);
-CpuShare cpu_share_of(const std::vector<int>& allowed, double quota_cores, int local_rank, int local_world);
+CpuShare cpu_share_of(const std::vector<int>& allowed, double quota_cores, int local_rank,
+                      int local_world);
 
 // Pins every thread of the calling process to share.cores (sched_setaffinity); returns the
 // thread count to use: the group's size, capped by the quota (at least 1).

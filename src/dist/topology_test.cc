@@ -1,11 +1,11 @@
 // Topology: CPU list parsing, the split of a host's cores among local ranks, quota capping, and
 // pinning this process to the cores it already has.
-#include <gtest/gtest.h>
+#include "dist/topology.h"
 
+#include <gtest/gtest.h>
 #include <sched.h>
 
 #include "base/error.h"
-#include "dist/topology.h"
 
 namespace bertfit {
 namespace {

@@ -72,7 +72,7 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
       {"--grad-comm-dtype",
        "Gradient all-reduce precision on the wire: fp32 or bf16 (half the bytes)",
        &o.grad_comm_dtype, true},
-      {"--bucket-mb", "Gradient all-reduce bucket size in MB (default 25)", &o.bucket_mb, false},
+      {"--bucket-mb", "Gradient all-reduce bucket size in MB (default 8)", &o.bucket_mb, false},
       {"--resume", "Resume from a checkpoint folder (OUTPUT/checkpoint)", &o.resume, false},
   };
   for (auto& s : rest) t.push_back(s);

@@ -75,12 +75,27 @@ EvalResult distributed_eval(Communicator& comm, const BertModel& model, const fl
   return score_logits(logits, examples, task, model.config().num_labels);
 }
 
+TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr);
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& options) {
-  TrainOptions o = options;
-  validate_train_options(o);
-  std::unique_ptr<Communicator> comm = make_communicator({.timeout_seconds = o.comm_timeout});
+  validate_train_options(options);
+  std::unique_ptr<Communicator> comm = make_communicator({.timeout_seconds = options.comm_timeout});
+  try {
+    return train_with(options, comm.get());
+  } catch (const Error& e) {
+    // One rank failing must end the whole job at once, not leave the others waiting for it
+    // until --comm-timeout.
+    if (comm->world() > 1) comm->abort(cat("rank ", comm->rank(), ": ", e.what()), 1);
+    throw;
+  }
+}
+
+namespace {
+
+TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
+  Communicator* comm = comm_ptr;
   const int rank = comm->rank(), world = comm->world();
   set_log_config({.rank = rank, .world = world});
   set_up_threads(o, *comm);
@@ -319,4 +334,5 @@ TrainSummary run_training(const TrainOptions& options) {
   return summary;
 }
 
+}  // namespace
 }  // namespace bertfit
