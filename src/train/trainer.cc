@@ -229,6 +229,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   std::int64_t window_steps = 0, samples_done = 0;
   bool evaluated_last = false;
   for (std::int64_t step = start_step; step < total_steps; ++step) {
+    Timer step_timer;
     const std::int64_t first = start_sample + (step - start_step) * per_step;
     const std::int64_t last = std::min(first + per_step, total_samples);
     grads.zero();
@@ -279,8 +280,13 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     if (rank == 0 && (done % o.log_every == 0 || done == total_steps)) {
       double elapsed = train_seconds + train_timer.seconds();
       double rate = samples_done / std::max(elapsed, 1e-9);
-      nlohmann::json rec{{"step", done}, {"epoch", epoch},    {"loss", window_loss / window_steps},
-                         {"lr", lr},     {"grad_norm", norm}, {"samples_per_s", rate}};
+      nlohmann::json rec{{"step", done},
+                         {"epoch", epoch},
+                         {"loss", window_loss / window_steps},
+                         {"lr", lr},
+                         {"grad_norm", norm},
+                         {"samples_per_s", rate},
+                         {"step_seconds", step_timer.seconds()}};
       if (world > 1) rec["exposed_comm_s"] = exposed_comm;
       run_log->record(rec);
       run_log->progress(done, total_steps, window_loss / window_steps, lr, rate,
