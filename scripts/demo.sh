@@ -41,7 +41,7 @@ else
     --set n_layers=4 --set dim=256 --set hidden_dim=1024 --set n_heads=4
   lr=5e-4  # a random model needs a larger step than a pretrained one (2e-5)
 fi
-$bertfit inspect "$model" | head -n 8
+$bertfit inspect "$model" | sed -n 1,8p  # sed reads all: no SIGPIPE under pipefail
 
 echo "== train: 3 epochs, batch 32, seq 128"
 rm -rf "$work/finetuned"
