@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/inference.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/log.h"
@@ -21,21 +22,14 @@ namespace bertfit::cli {
 namespace {
 
 struct PredictOptions {
-  std::string model_dir, input, output, text_a, text_b;
+  InferenceOptions model;
+  std::string input, output, text_a, text_b;
   bool no_header = false, skip_malformed = false;
-  int batch_size = 32, max_seq_len = 128, threads = 0;
-  std::string precision = "fp32";
 };
 
 void run(const PredictOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
-  ModelState state = load_model(o.model_dir);
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
-  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
-  if (o.max_seq_len > state.config.max_positions) {
-    throw_error("--max-seq-len ", o.max_seq_len, " exceeds max_position_embeddings ",
-                state.config.max_positions);
-  }
+  InferenceModel m = load_for_inference(o.model);
+  const ModelState& state = m.state;
   ColumnSpec columns;
   columns.text_a = o.text_a;
   if (!o.text_b.empty()) columns.text_b = o.text_b;
@@ -45,10 +39,11 @@ void run(const PredictOptions& o) {
   LoadedExamples loaded = load_custom_file(o.input, columns, file_options);
   if (loaded.skipped_rows > 0)
     log_warn(o.input, ": skipped ", loaded.skipped_rows, " malformed rows");
-  auto encoded = encode_examples(tokenizer, loaded.examples, o.max_seq_len);
-  BertModel model(state.config, state.layout, parse_precision(o.precision));
+  auto encoded = encode_examples(m.tokenizer, loaded.examples, o.model.max_seq_len);
+  BertModel model(state.config, state.layout, m.precision);
   const int K = state.config.num_labels;
-  std::vector<float> logits = predict_logits(model, state.params.data(), encoded, o.batch_size, 8);
+  std::vector<float> logits =
+      predict_logits(model, state.params.data(), encoded, o.model.batch_size, 8);
 
   std::string out;
   for (std::size_t i = 0; i < encoded.size(); ++i) {
@@ -86,7 +81,7 @@ void setup(CLI::App& app) {
       "predict",
       "Predict every row of a TSV/CSV/JSONL file; writes JSON lines with the label "
       "id, label name and probabilities (or the score for regression).");
-  cmd->add_option("--model", o->model_dir, "Model folder")->required();
+  add_inference_options(*cmd, o->model);
   cmd->add_option("--input", o->input, "Input file (.tsv, .csv or .jsonl)")->required();
   cmd->add_option("--text-a-column", o->text_a, "First text column (index or header name)")
       ->required();
@@ -94,13 +89,6 @@ void setup(CLI::App& app) {
   cmd->add_option("--output", o->output, "Write predictions here (default: stdout)");
   cmd->add_flag("--no-header", o->no_header, "The first line is data, not a header");
   cmd->add_flag("--skip-malformed", o->skip_malformed, "Skip rows with missing columns");
-  cmd->add_option("--batch-size", o->batch_size, "Examples per forward pass")
-      ->capture_default_str();
-  cmd->add_option("--max-seq-len", o->max_seq_len, "Truncate examples to this many tokens")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
-  cmd->add_option("--precision", o->precision, "Matrix products in fp32 or bf16")
-      ->capture_default_str();
   cmd->callback([o] { run(*o); });
 }
 
