@@ -34,12 +34,48 @@ std::vector<GradBucket> make_buckets(std::vector<std::int64_t> boundaries, std::
   return buckets;
 }
 
+namespace {
+
+std::vector<GradBucket> make_reducer_buckets(std::vector<std::int64_t> boundaries,
+                                             std::int64_t total, std::int64_t bucket_bytes,
+                                             const SparseHead& sparse) {
+  if (sparse.rows == 0) return make_buckets(std::move(boundaries), total, bucket_bytes);
+  CHECK(sparse.rows > 0 && sparse.width > 0, "sparse head ", sparse.rows, " x ", sparse.width);
+  const std::int64_t head = sparse.rows * sparse.width;
+  CHECK(head <= total, "sparse head of ", head, " floats in a buffer of ", total);
+  // Dense buckets over [head, total), then the head as the last bucket.
+  std::vector<std::int64_t> shifted;
+  for (std::int64_t b : boundaries)
+    if (b >= head) shifted.push_back(b - head);
+  std::vector<GradBucket> buckets = make_buckets(std::move(shifted), total - head, bucket_bytes);
+  for (GradBucket& b : buckets) {
+    b.begin += head;
+    b.end += head;
+  }
+  buckets.push_back({0, head});
+  return buckets;
+}
+
+}  // namespace
+
 GradReducer::GradReducer(Communicator& comm, std::vector<std::int64_t> boundaries,
-                         std::int64_t total, std::int64_t bucket_bytes, WireDType wire)
+                         std::int64_t total, std::int64_t bucket_bytes, WireDType wire,
+                         SparseHead sparse)
     : comm_(comm),
-      buckets_(make_buckets(std::move(boundaries), total, bucket_bytes)),
+      buckets_(make_reducer_buckets(std::move(boundaries), total, bucket_bytes, sparse)),
       total_(total),
-      wire_(wire) {}
+      wire_(wire),
+      sparse_(sparse),
+      row_flags_(static_cast<std::size_t>(sparse.rows), 0.0f) {}
+
+void GradReducer::mark_rows(const std::int32_t* ids, std::int64_t n) {
+  CHECK(sparse_.rows > 0, "mark_rows without a sparse head");
+  CHECK(grads_ == nullptr, "mark_rows after begin_step");
+  for (std::int64_t i = 0; i < n; ++i) {
+    CHECK(ids[i] >= 0 && ids[i] < sparse_.rows, "row ", ids[i], " outside [0, ", sparse_.rows, ")");
+    row_flags_[static_cast<std::size_t>(ids[i])] = 1.0f;
+  }
+}
 
 void GradReducer::begin_step(float* grads) {
   CHECK(grads != nullptr || total_ == 0, "begin_step: null gradient buffer");
@@ -47,6 +83,53 @@ void GradReducer::begin_step(float* grads) {
   grads_ = grads;
   started_ = 0;
   last_ready_ = total_;
+  payload_bytes_ = 0;
+  if (sparse_.rows > 0) {
+    flags_handle_ = comm_.start_allreduce(row_flags_.data(), sparse_.rows, WireDType::kF32);
+    payload_bytes_ += sparse_.rows * 4;
+  }
+}
+
+void GradReducer::start_bucket(std::size_t i) {
+  if (sparse_.rows > 0 && i + 1 == buckets_.size()) {
+    start_sparse_head();
+    return;
+  }
+  const GradBucket& b = buckets_[i];
+  handles_.push_back(comm_.start_allreduce(grads_ + b.begin, b.end - b.begin, wire_));
+  payload_bytes_ += (b.end - b.begin) * (wire_ == WireDType::kBF16 ? 2 : 4);
+}
+
+void GradReducer::start_sparse_head() {
+  comm_.wait(flags_handle_);  // started in begin_step: done by now
+  flags_handle_ = -1;
+  touched_.clear();
+  for (std::int64_t r = 0; r < sparse_.rows; ++r)
+    if (row_flags_[static_cast<std::size_t>(r)] > 0.0f) touched_.push_back(r);
+  const std::int64_t w = sparse_.width;
+  packed_.resize(touched_.size() * static_cast<std::size_t>(w));
+  parallel_for(static_cast<std::int64_t>(touched_.size()), 64, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      std::copy_n(grads_ + touched_[i] * w, w, packed_.data() + i * w);
+  });
+  // Every rank computed the same touched_ from the summed flags, so the calls match.
+  handles_.push_back(touched_.empty()
+                         ? -1
+                         : comm_.start_allreduce(packed_.data(),
+                                                 static_cast<std::int64_t>(packed_.size()), wire_));
+  payload_bytes_ += static_cast<std::int64_t>(packed_.size()) * (wire_ == WireDType::kBF16 ? 2 : 4);
+}
+
+void GradReducer::finish_sparse_head(float scale) {
+  const std::int64_t w = sparse_.width;
+  parallel_for(static_cast<std::int64_t>(touched_.size()), 64, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      const float* src = packed_.data() + i * w;
+      float* dst = grads_ + touched_[i] * w;
+      for (std::int64_t k = 0; k < w; ++k) dst[k] = src[k] * scale;
+    }
+  });
+  std::fill(row_flags_.begin(), row_flags_.end(), 0.0f);
 }
 
 void GradReducer::ready(std::int64_t begin_offset) {
@@ -55,8 +138,7 @@ void GradReducer::ready(std::int64_t begin_offset) {
         last_ready_, "): offsets must decrease");
   last_ready_ = begin_offset;
   while (started_ < buckets_.size() && buckets_[started_].begin >= begin_offset) {
-    const GradBucket& b = buckets_[started_];
-    handles_.push_back(comm_.start_allreduce(grads_ + b.begin, b.end - b.begin, wire_));
+    start_bucket(started_);
     ++started_;
   }
   comm_.progress();
@@ -69,9 +151,11 @@ double GradReducer::finish(float scale) {
   // while the later ones may still be in flight.
   for (std::size_t i = 0; i < handles_.size(); ++i) {
     Timer timer;
-    comm_.wait(handles_[i]);
+    if (handles_[i] >= 0) comm_.wait(handles_[i]);
     waited += timer.seconds();
-    if (scale != 1.0f) {
+    if (sparse_.rows > 0 && i + 1 == buckets_.size()) {
+      finish_sparse_head(scale);
+    } else if (scale != 1.0f) {
       float* data = grads_ + buckets_[i].begin;
       parallel_for(buckets_[i].end - buckets_[i].begin, 1 << 16,
                    [&](std::int64_t b, std::int64_t e) {

@@ -104,6 +104,44 @@ TEST(GradReducer, StartsBucketsWhenReady) {
   EXPECT_EQ(reducer.payload_bytes(), 2000);
 }
 
+TEST(GradReducer, SparseHeadSendsOnlyTouchedRows) {
+  // A 10 x 4 table at the head of a 100-float buffer; the batch touches rows 2, 7 and 2 again
+  // across two micro-batches.
+  RecordingCommunicator comm;
+  std::vector<float> grads(100, 0.0f);
+  comm.base = grads.data();
+  GradReducer reducer(comm, {20, 60}, 100, 4, WireDType::kF32, SparseHead{10, 4});
+  // The head's end (40) is a bucket boundary even though it is not a candidate.
+  ASSERT_EQ(reducer.buckets().back().begin, 0);
+  ASSERT_EQ(reducer.buckets().back().end, 40);
+  for (int step = 0; step < 2; ++step) {
+    comm.starts.clear();
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    const std::int32_t first[] = {2, 7}, second[] = {2};
+    reducer.mark_rows(first, 2);
+    reducer.mark_rows(second, 1);
+    for (int k = 0; k < 4; ++k) grads[2 * 4 + k] = grads[7 * 4 + k] = 1.0f + k;
+    for (int i = 40; i < 100; ++i) grads[i] = 1.0f;
+    reducer.begin_step(grads.data());
+    reducer.ready(60);
+    reducer.ready(40);
+    const std::size_t dense_starts = comm.starts.size();
+    reducer.finish(0.5f);
+    // The flags (10 floats, not in grads), the dense buckets, then 2 packed rows of 4.
+    ASSERT_EQ(comm.starts.size(), dense_starts + 1);
+    EXPECT_EQ(comm.starts.back().n, 8);
+    std::int64_t dense = 0;
+    for (const auto& st : comm.starts)
+      if (st.offset >= 40 && st.offset < 100) dense += st.n;
+    EXPECT_EQ(dense, 60);
+    for (int r = 0; r < 10; ++r)
+      for (int k = 0; k < 4; ++k)
+        ASSERT_EQ(grads[r * 4 + k], (r == 2 || r == 7) ? 0.5f * (1.0f + k) : 0.0f) << r;
+    for (int i = 40; i < 100; ++i) ASSERT_EQ(grads[i], 0.5f);
+    EXPECT_EQ(reducer.payload_bytes(), (10 + 60 + 8) * 4);
+  }
+}
+
 TEST(GradReducer, WorldOneEqualsScaling) {
   LocalCommunicator comm;
   std::mt19937 rng(3);
@@ -130,6 +168,11 @@ TEST(GradReducer, MisuseIsAProgrammingError) {
   EXPECT_DEATH(reducer.ready(60), "offsets must decrease");
   EXPECT_DEATH(reducer.begin_step(grads.data()), "not finished");
   reducer.finish(1.0f);
+  const std::int32_t ids[] = {3};
+  EXPECT_DEATH(reducer.mark_rows(ids, 1), "without a sparse head");
+  GradReducer sparse(comm, {}, 100, 64, WireDType::kF32, SparseHead{10, 5});
+  const std::int32_t bad[] = {10};
+  EXPECT_DEATH(sparse.mark_rows(bad, 1), "outside");
 }
 
 }  // namespace

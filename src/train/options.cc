@@ -60,6 +60,13 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
       {"--log-every", "Log loss and learning rate every N steps (default 10)", &o.log_every, false},
       {"--pad-to-multiple-of", "Dynamic padding: round each batch's length up to this (default 8)",
        &o.pad_to_multiple_of, true},
+      {"--pad-to-max-length",
+       "Pad every training batch to --max-seq-len, as HF run_glue does (for comparisons)",
+       &o.pad_to_max_length, true},
+      {"--group-by-length",
+       "Batch examples of similar length together (less padding): each run of 50 steps' samples "
+       "is sorted by length",
+       &o.group_by_length, true},
       {"--precision",
        "Matrix products in fp32 or bf16 (bf16 inputs, fp32 accumulation, fp32 master weights)",
        &o.precision, true},

@@ -45,6 +45,8 @@ struct TrainOptions {
   std::int64_t save_every = 0;       // checkpoint every N steps; 0: at each evaluation
   std::int64_t log_every = 10;
   int pad_to_multiple_of = 8;
+  bool pad_to_max_length = false;  // pad every training batch to max_seq_len (HF run_glue's way)
+  bool group_by_length = false;    // batches of similar lengths (see SampleStream)
   std::string precision = "fp32";  // fp32 | bf16 matrix products
   int threads = 0;                 // 0: this rank's share of the cores
   bool no_pin = false;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/check.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/log.h"
@@ -175,9 +176,16 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       o.warmup_steps > 0 ? o.warmup_steps
                          : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * sched_total));
   const std::int64_t every = eval_interval(o);
-  SampleStream stream(n, static_cast<std::uint64_t>(o.seed), !o.no_shuffle);
+  std::vector<int> lengths;
+  if (o.group_by_length)
+    for (const EncodedExample& e : train_enc) lengths.push_back(static_cast<int>(e.ids.size()));
+  // Runs of 50 global steps (sched_per_step is the checkpoint's, so a resumed run with the same
+  // global batch groups alike whatever the number of ranks).
+  SampleStream stream(n, static_cast<std::uint64_t>(o.seed), !o.no_shuffle, std::move(lengths),
+                      o.group_by_length ? 50 * sched_per_step : 0);
   BatchOptions batch_options;
   batch_options.pad_to_multiple_of = o.pad_to_multiple_of;
+  if (o.pad_to_max_length) batch_options.fixed_len = o.max_seq_len;
   batch_options.max_len = config.max_positions;
   AlignedBuffer<float> grads(state.layout.total());
   Activations acts;
@@ -185,9 +193,14 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   if (world > 1) {
     std::vector<std::int64_t> boundaries;
     for (int l = -1; l <= config.layers; ++l) boundaries.push_back(state.layout.layer_begin(l));
+    // The word-embedding gradient is row-sparse (only the batch's token ids): reduce just the
+    // touched rows (grad_reducer.h). The layout puts that table first.
+    const ParamEntry& word = state.layout.entry(Role::kWordEmb);
+    CHECK(word.offset == 0, "word embeddings at offset ", word.offset);
     reducer.emplace(*comm, boundaries, state.layout.total(),
                     static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024),
-                    o.grad_comm_dtype == "bf16" ? WireDType::kBF16 : WireDType::kF32);
+                    o.grad_comm_dtype == "bf16" ? WireDType::kBF16 : WireDType::kF32,
+                    SparseHead{word.shape.dims[0], word.shape.dims[1]});
   }
   std::unique_ptr<RunLog> run_log;
   if (rank == 0) run_log = std::make_unique<RunLog>(join_path(o.output_dir, "metrics.jsonl"));
@@ -240,19 +253,25 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       const bool last_micro = g + micro_global >= last;
       const ShardRange mine = shard_range(count, rank, world);
       const float share = static_cast<float>(mine.size()) / static_cast<float>(last - first);
-      if (reducer && last_micro) reducer->begin_step(grads.data());
+      std::optional<Batch> batch;
       if (mine.size() > 0) {
         std::vector<std::int64_t> rows(mine.size());
         for (std::int64_t i = 0; i < mine.size(); ++i) rows[i] = stream.row(g + mine.begin + i);
-        Batch batch = make_batch(train_enc, rows, batch_options);
-        ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
-                      batch.attention_mask.data()};
+        batch = make_batch(train_enc, rows, batch_options);
+        if (reducer)
+          reducer->mark_rows(batch->input_ids.data(),
+                             static_cast<std::int64_t>(batch->input_ids.size()));
+      }
+      if (reducer && last_micro) reducer->begin_step(grads.data());
+      if (batch) {
+        ModelInput in{batch->B, batch->T, batch->input_ids.data(), batch->token_type_ids.data(),
+                      batch->attention_mask.data()};
         DropoutState dropout{.train = true,
                              .seed = static_cast<std::uint64_t>(o.seed),
                              .step = static_cast<std::uint64_t>(step),
                              .micro = static_cast<std::uint64_t>(micro * world + rank)};
         model.forward(state.params.data(), in, dropout, acts);
-        step_loss += share * model.loss(batch.labels.data(), share, acts);
+        step_loss += share * model.loss(batch->labels.data(), share, acts);
         std::function<void(int)> on_layer_done;
         if (reducer && last_micro) {
           on_layer_done = [&](int l) { reducer->ready(state.layout.layer_begin(l)); };

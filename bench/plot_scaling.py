@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Speedup against nodes as a small standalone SVG (no plotting library needed).
+
+usage: plot_scaling.py scaling.csv scaling.svg   (the CSV that bench/scaling.sh --out writes)
+Draws one line per link rate (1 node joins every line), the seed's PyTorch + oneCCL figures
+(1.7x on 2 nodes, 3x on 4) and the ideal line.
+"""
+import csv
+import sys
+
+rows = list(csv.DictReader(open(sys.argv[1])))
+single = [r for r in rows if r["nodes"] == "1"]
+series = {}
+for r in rows:
+    if r["nodes"] != "1":
+        series.setdefault((r["harsher"], r["rate"]), []).append((int(r["nodes"]), float(r["speedup"])))
+lines = []
+for (f, rate), pts in series.items():
+    label = f"bertfit, {rate}" + (" (seed's compute/bandwidth ratio)" if f == "1" else f" ({f}x harsher)")
+    lines.append((label, [(1, 1.0)] + sorted(pts)))
+lines.append(("seed: PyTorch + IPEX + oneCCL, 25 Gbit/s", [(1, 1.0), (2, 1.7), (4, 3.0)]))
+max_n = max([p[0] for _, pts in lines for p in pts] + [4])
+
+W, H, L, R, T, B = 560, 460, 60, 20, 30, 170
+def x(n): return L + (n - 1) / (max_n - 1) * (W - L - R)
+def y(s): return H - B - (s - 1) / (max_n - 1) * (H - T - B)
+colors = ["#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
+out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">DistilBERT on MRPC: speedup against nodes</text>']
+for n in range(1, max_n + 1):
+    out.append(f'<line x1="{x(n)}" y1="{y(1)}" x2="{x(n)}" y2="{y(max_n)}" stroke="#ddd"/>')
+    out.append(f'<text x="{x(n)}" y="{y(1) + 16}" text-anchor="middle">{n}</text>')
+    out.append(f'<line x1="{x(1)}" y1="{y(n)}" x2="{x(max_n)}" y2="{y(n)}" stroke="#ddd"/>')
+    out.append(f'<text x="{x(1) - 8}" y="{y(n) + 4}" text-anchor="end">{n}x</text>')
+out.append(f'<text x="{(L + W - R) / 2}" y="{y(1) + 34}" text-anchor="middle">nodes</text>')
+out.append(f'<line x1="{x(1)}" y1="{y(1)}" x2="{x(max_n)}" y2="{y(max_n)}" stroke="#999" stroke-dasharray="4 4"/>')
+legend_y = y(1) + 52
+out.append(f'<line x1="{L}" y1="{legend_y}" x2="{L + 24}" y2="{legend_y}" stroke="#999" stroke-dasharray="4 4"/>'
+           f'<text x="{L + 30}" y="{legend_y + 4}">ideal</text>')
+for i, (label, pts) in enumerate(lines):
+    c = colors[i % len(colors)] if not label.startswith("seed") else "#ff7f0e"
+    path = " ".join(f"{x(n):.1f},{y(s):.1f}" for n, s in pts)
+    out.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
+    for n, s in pts:
+        out.append(f'<circle cx="{x(n):.1f}" cy="{y(s):.1f}" r="3.5" fill="{c}"/>')
+        if n > 1:
+            out.append(f'<text x="{x(n) + 6:.1f}" y="{y(s) + 4:.1f}" fill="{c}">{s:.2f}x</text>')
+    ly = legend_y + 16 * (i + 1)
+    out.append(f'<line x1="{L}" y1="{ly}" x2="{L + 24}" y2="{ly}" stroke="{c}" stroke-width="2"/>'
+               f'<text x="{L + 30}" y="{ly + 4}">{label}</text>')
+out.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
