@@ -17,4 +17,11 @@ void gather_rows(float* out, const float* x, const std::int64_t* row_index, std:
 void scatter_add_rows(float* dx, const float* dout, const std::int64_t* row_index, std::int64_t R,
                       int C);
 
+// Unpadded execution, in place. rows (R, strictly increasing): the padded row of each real
+// token of a batch of N padded rows. pack_rows moves row rows[r] of x (N,C) to row r, so the
+// real tokens end up contiguous in (R,C); unpack_rows is its inverse and zeroes the N - R
+// padding rows. Memory-bound copies: a few per layer, against products that shrink by N/R.
+void pack_rows(float* x, const std::int64_t* rows, std::int64_t R, int C);
+void unpack_rows(float* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C);
+
 }  // namespace bertfit

@@ -106,5 +106,30 @@ TEST(Elementwise, GatherAndScatterMatchReference) {
   }
 }
 
+TEST(Elementwise, PackAndUnpackRowsInPlace) {
+  Rng rng(11);
+  for (int C : kWidths) {
+    for (int trial = 0; trial < 20; ++trial) {
+      const std::int64_t N = 1 + rng.below(40);
+      std::vector<std::int64_t> rows;
+      for (std::int64_t p = 0; p < N; ++p)
+        if (trial == 0 || rng.below(3) != 0) rows.push_back(p);  // trial 0: no padding
+      const auto R = static_cast<std::int64_t>(rows.size());
+      FloatView x(N * C);
+      x.fill_uniform(rng, -1, 1);
+      const std::vector<double> padded = x.to_double();
+      std::vector<double> want(R * C);
+      ref::gather_rows(want.data(), padded.data(), rows.data(), R, C);
+      pack_rows(x.data(), rows.data(), R, C);
+      ASSERT_TRUE(all_close(x.data(), want.data(), R * C, 0.0)) << "pack, C=" << C;
+      unpack_rows(x.data(), rows.data(), R, N, C);
+      std::vector<double> back(N * C, 0.0);
+      for (std::int64_t r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) back[rows[r] * C + c] = padded[rows[r] * C + c];
+      ASSERT_TRUE(all_close(x.data(), back.data(), N * C, 0.0)) << "unpack, C=" << C;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bertfit

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+
 namespace bertfit {
 namespace {
 
@@ -20,10 +22,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t N = std::int64_t{batch} * tokens;
   const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
-  positions.resize(N);
-  for (std::int64_t r = 0; r < N; ++r) positions[r] = static_cast<std::int32_t>(r % tokens);
-  cls_rows.resize(batch);
-  for (int b = 0; b < batch; ++b) cls_rows[b] = std::int64_t{b} * tokens;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
       (training_ || !for_training) && (bf16_ || !bf16) &&
       static_cast<int>(layers.size()) == c.layers) {
@@ -83,6 +81,37 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(pre_bf16, nb * C);
     if (training_) grow(dy_bf16, rows * std::max(3 * C, I));
   }
+}
+
+void Activations::layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,
+                                const std::int32_t* attention_mask, bool unpadded) {
+  const std::int64_t padded = std::int64_t{B} * T;
+  token_rows.clear();
+  if (unpadded && attention_mask != nullptr) {
+    for (std::int64_t p = 0; p < padded; ++p)
+      if (attention_mask[p] != 0) token_rows.push_back(p);
+  }
+  packed = unpadded && attention_mask != nullptr &&
+           static_cast<std::int64_t>(token_rows.size()) < padded;
+  if (!packed) {
+    token_rows.resize(padded);
+    for (std::int64_t p = 0; p < padded; ++p) token_rows[p] = p;
+  }
+  N = static_cast<std::int64_t>(token_rows.size());
+  ids.resize(N);
+  types.resize(N);
+  positions.resize(N);
+  cls_rows.assign(B, -1);
+  for (std::int64_t r = 0; r < N; ++r) {
+    const std::int64_t p = token_rows[r];
+    ids[r] = input_ids[p];
+    types[r] = token_type_ids != nullptr ? token_type_ids[p] : 0;
+    positions[r] = static_cast<std::int32_t>(p % T);
+    if (p % T == 0) cls_rows[p / T] = r;
+  }
+  for (int b = 0; b < B; ++b)
+    CHECK(cls_rows[b] >= 0, "sequence ", b, " of the batch starts with padding (mask 0)");
+  if (!packed) token_rows.clear();
 }
 
 }  // namespace bertfit

@@ -1,6 +1,11 @@
 // Activations: every tensor the forward pass saves for the backward pass, plus the backward
-// pass's scratch, sized for N = B·T token rows and grown (never shrunk) as batches demand.
+// pass's scratch, sized for B·T token rows and grown (never shrunk) as batches demand.
 // Letters: N rows, B batch, T tokens, C channels, H heads, I intermediate, K labels.
+//
+// Token rows. Padded execution: N = B·T, row b·T + t is token t of sequence b. Unpadded
+// (packed) execution: N = the number of real tokens, in (b, t) order, and only attention sees
+// the padded (B,T) layout: its input qkv and output att are unpacked/packed in place around it,
+// so layer.qkv holds (B·T,3C) and every other (N,·) tensor holds only the real tokens.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,10 @@ struct LayerActivations {
 
 struct Activations {
   int B = 0, T = 0;
+  std::int64_t N = 0;                       // token rows in use (see the top)
+  bool packed = false;                      // unpadded execution: N < B·T real tokens
+  std::vector<std::int64_t> token_rows;     // packed: (N) padded row b·T + t of each row
+  std::vector<std::int32_t> ids, types;     // (N) token id and token type id of each row
   std::vector<std::int32_t> positions;      // (N) position id of each row
   AlignedBuffer<float> emb;                 // (N,C) word + position (+ type) embeddings
   AlignedBuffer<float> emb_mean, emb_rstd;  // (N)
@@ -64,6 +73,13 @@ struct Activations {
   // the bf16 copies (weights_bf16 must then hold `params_total` values).
   void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
               std::int64_t params_total = 0);
+
+  // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
+  // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,
+  // types (zeros when null), positions and cls_rows. Every sequence must start with a real
+  // token (its [CLS]).
+  void layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,
+                     const std::int32_t* attention_mask, bool unpadded);
 
   // Hidden state after layer l (0 = embeddings output), (N,C).
   const float* hidden(int l) const { return l == 0 ? x0.data() : layers[l - 1].out.data(); }

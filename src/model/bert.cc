@@ -124,10 +124,11 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   const ModelConfig& c = config_;
   const ParamLayout& lay = layout_;
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
-  const std::int64_t N = std::int64_t{B} * T;
   const bool bf16 = precision_ == Precision::kBF16;
   CHECK(T <= c.max_positions, "T ", T, " > max positions ", c.max_positions);
   a.resize(c, B, T, drop.train, bf16, lay.total());
+  a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
+  const std::int64_t N = a.N, padded = std::int64_t{B} * T;
   if (bf16) cast_weights(lay, params, a.weights_bf16.data());
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
@@ -142,13 +143,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   auto W = [&](Role r, int l = 0) { return a.weights_bf16.data() + lay.offset(r, l); };
 
   // Embeddings: x0 = Dropout(LN(word + pos (+ type))).
-  std::vector<std::int32_t> zeros;
-  const std::int32_t* types = in.token_type_ids;
-  if (bert && types == nullptr) {
-    zeros.assign(N, 0);
-    types = zeros.data();
-  }
-  embedding_forward(a.emb.data(), in.input_ids, a.positions.data(), bert ? types : nullptr,
+  embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(), bert ? a.types.data() : nullptr,
                     P(Role::kWordEmb), P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N, C);
   layernorm_forward(a.x0.data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(),
                     P(Role::kEmbLnW), P(Role::kEmbLnB), N, C, eps);
@@ -163,8 +158,10 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
         layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
     // Self-attention block: r1 = x + Drop(Attn(x)·Woᵀ + bo); h1 = LN1(r1).
     linear.forward(s.qkv.data(), x, s.x_bf16.data(), w.qkv_w, wb.qkv_w, w.qkv_b, N, C, 3 * C);
+    if (a.packed) unpack_rows(s.qkv.data(), a.token_rows.data(), N, padded, 3 * C);
     attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, shape, p_attn,
                       key(l, kSiteAttentionProbs));
+    if (a.packed) pack_rows(s.att.data(), a.token_rows.data(), N, C);
     linear.forward(s.res1.data(), s.att.data(), s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, N, C, C);
     if (bert) {
       dropout_forward(s.res1.data(), s.res1.data(), N * C, p_hidden, key(l, kSiteAttentionOutput));
@@ -222,9 +219,9 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   const ModelConfig& c = config_;
   const ParamLayout& lay = layout_;
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
-  const std::int64_t N = std::int64_t{B} * T;
   const bool bf16 = precision_ == Precision::kBF16;
   CHECK(a.B == B && a.T == T, "backward on a batch the forward did not see");
+  const std::int64_t N = a.N, padded = std::int64_t{B} * T;
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
     return dropout_key(drop.seed, drop.step, drop.micro, layer, site);
@@ -304,10 +301,12 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_att, N * C);
     linear.backward(a.d_att.data(), g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(), s.att_bf16.data(),
                     w.o_w, wb.o_w, N, C, C);
-    // att = Attn(qkv)
-    zero(a.d_qkv, N * 3 * C);
+    // att = Attn(qkv), on the padded layout
+    if (a.packed) unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
+    zero(a.d_qkv, padded * 3 * C);
     attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(), shape, p_attn,
                        key(l, kSiteAttentionProbs));
+    if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
     // qkv = x·Wqkvᵀ + bqkv
     linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
                     w.qkv_w, wb.qkv_w, N, C, 3 * C);
@@ -321,15 +320,9 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   zero(a.d_res2, N * C);  // reuse as d(emb)
   layernorm_backward(a.d_res2.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), a.d_res1.data(),
                      a.emb.data(), P(Role::kEmbLnW), a.emb_mean.data(), a.emb_rstd.data(), N, C);
-  std::vector<std::int32_t> zeros;
-  const std::int32_t* types = in.token_type_ids;
-  if (bert && types == nullptr) {
-    zeros.assign(N, 0);
-    types = zeros.data();
-  }
   embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
-                     a.d_res2.data(), in.input_ids, a.positions.data(), bert ? types : nullptr, N,
-                     C, c.pad_token_id);
+                     a.d_res2.data(), a.ids.data(), a.positions.data(),
+                     bert ? a.types.data() : nullptr, N, C, c.pad_token_id);
   done(-1);
 }
 

@@ -19,6 +19,12 @@ struct ModelInput {
   const std::int32_t* input_ids = nullptr;
   const std::int32_t* token_type_ids = nullptr;  // nullptr: all zeros (ignored by DistilBERT)
   const std::int32_t* attention_mask = nullptr;  // 1 real token, 0 padding
+  // Run the token-wise layers (embeddings, products, LayerNorm, activation) on the real tokens
+  // only (see activations.h). The logits, the loss and every gradient are those of the padded
+  // computation (padding rows influence nothing: attention masks them as keys, and only [CLS]
+  // rows reach the head); the hidden states then hold only the real tokens' rows. Dropout
+  // masks are keyed by row, so with dropout on the two modes draw different masks.
+  bool unpadded = true;
 };
 
 // Dropout is active when train is true; each site's mask is keyed by (seed, step, micro,

@@ -98,30 +98,49 @@ class Golden : public ::testing::TestWithParam<std::string> {
   }
 
   void check_trajectory(const struct TrajectoryBounds& bounds);
+  void check_gradients(bool unpadded);
 
   ModelState state_;
   std::unique_ptr<SafetensorsFile> golden_;
   GoldenBatch batch_;
 };
 
+// Padded execution gives every hidden state, padding rows included, as HF computes them;
+// unpadded execution the same logits (its hidden states hold only the real tokens).
 TEST_P(Golden, EvalLogitsAndHiddenStates) {
   BertModel model(state_.config, state_.layout);
   Activations acts;
-  model.forward(state_.params.data(), slice(batch_, 0, batch_.B), DropoutState{}, acts);
+  ModelInput in = slice(batch_, 0, batch_.B);
+  in.unpadded = false;
+  model.forward(state_.params.data(), in, DropoutState{}, acts);
   auto logits = read_tensor(*golden_, "eval.logits");
   EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
   for (int l = 0; l <= state_.config.layers; ++l) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
     EXPECT_LT(rel_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
   }
+  in.unpadded = true;
+  model.forward(state_.params.data(), in, DropoutState{}, acts);
+  ASSERT_TRUE(acts.packed) << "the golden batch has padding";
+  EXPECT_LT(acts.N, std::int64_t{batch_.B} * batch_.T);
+  EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
 }
 
+// Both padded and unpadded execution against HF's (padded) computation.
 TEST_P(Golden, TrainLossAndEveryGradient) {
+  for (bool unpadded : {false, true}) {
+    SCOPED_TRACE(unpadded ? "unpadded" : "padded");
+    check_gradients(unpadded);
+  }
+}
+
+void Golden::check_gradients(bool unpadded) {
   ModelConfig config = no_dropout();
   BertModel model(config, state_.layout);
   Activations acts;
   DropoutState train{.train = true, .seed = 1};
   ModelInput in = slice(batch_, 0, batch_.B);
+  in.unpadded = unpadded;
   model.forward(state_.params.data(), in, train, acts);
   double loss = model.loss(batch_.labels.data(), 1.0f, acts);
   EXPECT_LT(rel_err(acts.logits.data(), read_tensor(*golden_, "train.logits")), 1e-4);
@@ -263,7 +282,9 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   ModelConfig config = no_dropout();
   BertModel eval_model(state_.config, state_.layout, Precision::kBF16);
   Activations acts;
-  eval_model.forward(state_.params.data(), slice(batch_, 0, batch_.B), DropoutState{}, acts);
+  ModelInput padded = slice(batch_, 0, batch_.B);
+  padded.unpadded = false;  // hidden states of every row, as HF's
+  eval_model.forward(state_.params.data(), padded, DropoutState{}, acts);
   double worst = rel_err(acts.logits.data(), read_tensor(*golden_, "eval.logits"));
   EXPECT_LT(worst, 1e-2);
   for (int l = 0; l <= state_.config.layers; ++l) {
