@@ -8,7 +8,7 @@
 #
 #   bench/scaling.sh [--rate auto|RATE] [--harsher "1 4"] [--nodes "1 2 4"] [--cpus-per-node C]
 #                    [--steps S] [--precision fp32|bf16] [--grad-comm-dtype fp32|bf16]
-#                    [--dynamic-padding] [--out PREFIX]
+#                    [--dynamic-padding] [--out PREFIX] [--train-args "ARGS"]
 #
 # --rate auto derives the link rate that reproduces the seed's ratio of compute to bandwidth:
 # their nodes computed a step in about 1.2 s and had 25 Gbit/s, i.e. 30 Gbit of link capacity
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=auto harsher="1 4" nodes="1 2 4" cpus=0.5 steps=4 precision=fp32 wire=fp32 out=""
-padding=--pad-to-max-length
+padding=--pad-to-max-length extra=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -32,6 +32,7 @@ while [ $# -gt 0 ]; do
     --grad-comm-dtype) wire=$2; shift 2 ;;
     --dynamic-padding) padding=""; shift ;;
     --out) out=$2; shift 2 ;;
+    --train-args) extra=$2; shift 2 ;;  # more `bertfit train` flags, e.g. --comm-poll-us -1
     *) echo "scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -60,12 +61,12 @@ run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s"
   scripts/cluster run -- -np "$n" "$bertfit" train --model "$work/model" --output "$out" \
     --task mrpc --data "$data" --batch-size 32 --max-seq-len 128 --lr 2e-5 $padding \
     --max-steps $((steps + 1)) --log-every 1 --eval-every never --save-every 1000000 \
-    --precision "$precision" --grad-comm-dtype "$wire" >&2
+    --precision "$precision" --grad-comm-dtype "$wire" $extra >&2
   scripts/cluster down >&2
   median_step "$out/metrics.jsonl"
 }
 
-echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic}" >&2
+echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic} · $extra" >&2
 read -r t1 _ < <(run_nodes 1 100gbit)
 rows=("nodes,harsher,rate,step_s,exposed_comm_s,samples_per_s,epoch_s,speedup,efficiency")
 echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | speedup | efficiency |"

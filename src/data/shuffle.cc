@@ -67,6 +67,22 @@ ShardRange shard_range(std::int64_t size, int rank, int world) {
   return range;
 }
 
+std::vector<std::int64_t> balanced_shard(std::span<const std::int64_t> costs, int rank, int world) {
+  CHECK(world >= 1 && rank >= 0 && rank < world, "bad rank ", rank, " of world ", world);
+  std::vector<std::int64_t> order(costs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return costs[a] > costs[b]; });
+  std::vector<std::int64_t> mine;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::int64_t lap = static_cast<std::int64_t>(k) % (2 * world);
+    const std::int64_t r = lap < world ? lap : 2 * world - 1 - lap;
+    if (r == rank) mine.push_back(order[k]);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
 std::vector<std::int64_t> shard_indices(std::span<const std::int64_t> global, int rank, int world) {
   ShardRange range = shard_range(static_cast<std::int64_t>(global.size()), rank, world);
   return std::vector<std::int64_t>(global.begin() + range.begin, global.begin() + range.end);

@@ -54,4 +54,13 @@ ShardRange shard_range(std::int64_t size, int rank, int world);
 // This rank's rows of a global batch of example indices.
 std::vector<std::int64_t> shard_indices(std::span<const std::int64_t> global, int rank, int world);
 
+// Load-balanced sharding of a global batch whose rows cost costs[i] (e.g. token counts: with
+// unpadded execution a rank's step time follows its real tokens, and every step waits for the
+// slowest rank). Positions are sorted by cost, descending (ties: lower position first), and
+// dealt in snake order (ranks 0, 1, .., N-1, N-1, .., 1, 0, 0, 1, ..), so row counts differ by
+// at most one and cost totals by at most about one row's cost. Returns this rank's positions
+// in increasing order. Every position goes to exactly one rank, and the assignment depends only
+// on (costs, world), so every rank computes the same split without talking.
+std::vector<std::int64_t> balanced_shard(std::span<const std::int64_t> costs, int rank, int world);
+
 }  // namespace bertfit

@@ -83,5 +83,43 @@ TEST(Shuffle, ShardingCoversTheBatchInOrder) {
   }
 }
 
+TEST(Shuffle, BalancedShardingSplitsTheCostEvenly) {
+  // Costs 10, 9, .., 1 over 2 ranks: snake order gives rank 0 {10, 7, 6, 3, 2} = 28 and
+  // rank 1 {9, 8, 5, 4, 1} = 27; a contiguous split would give 40 and 15.
+  Ids costs = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  EXPECT_EQ(balanced_shard(costs, 0, 2), (Ids{0, 3, 4, 7, 8}));
+  EXPECT_EQ(balanced_shard(costs, 1, 2), (Ids{1, 2, 5, 6, 9}));
+  SplitMix64 rng(3);
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (std::int64_t size : {0, 1, 7, 32, 128, 129}) {
+      Ids c(size);
+      std::int64_t biggest = 0;
+      for (auto& x : c)
+        biggest = std::max(biggest, x = 8 + static_cast<std::int64_t>(rng.next() % 120));
+      std::vector<int> owner(size, -1);
+      std::int64_t min_n = size, max_n = 0, min_cost = 1 << 30, max_cost = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        Ids part = balanced_shard(c, rank, world);
+        EXPECT_TRUE(std::is_sorted(part.begin(), part.end()));
+        std::int64_t cost = 0;
+        for (std::int64_t p : part) {
+          ASSERT_EQ(owner[p], -1) << "position " << p << " dealt twice";
+          owner[p] = rank;
+          cost += c[p];
+        }
+        min_n = std::min<std::int64_t>(min_n, part.size());
+        max_n = std::max<std::int64_t>(max_n, part.size());
+        min_cost = std::min(min_cost, cost);
+        max_cost = std::max(max_cost, cost);
+      }
+      for (int o : owner) ASSERT_GE(o, 0);
+      EXPECT_LE(max_n - min_n, 1) << size << " rows, " << world << " ranks";
+      if (size >= world) {
+        EXPECT_LE(max_cost - min_cost, 2 * biggest) << size << " rows, " << world;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bertfit

@@ -38,7 +38,9 @@ struct CommOptions {
   double timeout_seconds = 300;  // a wait without completion for this long fails the job
   // The defaults won the measurements at the top of grad_reducer.h.
   ProgressMode progress = ProgressMode::kCommThread;
-  // kCommThread only: pause between polls while requests are outstanding (0 = yield only).
+  // kCommThread only: pause between polls while requests are outstanding. 0: adaptive (yield
+  // briefly after each completion, then sleep up to a fraction of the time between
+  // completions; see mpi_progress.cc); > 0: sleep this long; < 0: always yield (spin).
   double poll_interval_us = 0;
 };
 

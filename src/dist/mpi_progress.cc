@@ -1,7 +1,10 @@
 // MpiCommunicator's op life cycle: posting, testing, the comm thread, waiting with a deadline,
 // and the liveness query that names unresponsive ranks when a wait times out.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "base/check.h"
 #include "dist/mpi_communicator_impl.h"
@@ -129,21 +132,70 @@ void MpiCommunicator::answer_queries_locked() {
   }
 }
 
+// Pacing of the comm thread while requests are outstanding but the last poll finished none.
+// Open MPI moves data only inside MPI calls, but the kernel's socket buffers keep sending and
+// receiving between them, so a poll every fraction of a millisecond loses no bandwidth at the
+// rates where it matters. Spinning, even with yield, costs a whole core whenever the thread
+// has one to itself (a rank with fewer compute threads than cores, or a CFS quota: containers
+// and the emulated cluster), and under a quota that time is taken from compute: measured on
+// 2 emulated nodes of 0.5 core (PERFORMANCE.md), spinning slowed every step by 13 %. So
+// (poll_interval_us == 0, the default) the thread yields for a few polls after any completion,
+// then sleeps, doubling the pause from 10 us up to 1/128 of the recent time between
+// completions (clamped to 20 us .. 1 ms), which scales the poll rate with the link speed.
+// poll_interval_us > 0 sleeps that long every time; < 0 always yields (the old behaviour).
+namespace {
+class Pacer {
+ public:
+  explicit Pacer(double fixed_us) : fixed_us_(fixed_us) {}
+  void completed(std::chrono::steady_clock::time_point now) {
+    if (last_ != std::chrono::steady_clock::time_point{}) {
+      const double gap_us = std::chrono::duration<double, std::micro>(now - last_).count();
+      gap_us_ = gap_us_ == 0 ? gap_us : 0.75 * gap_us_ + 0.25 * gap_us;
+    }
+    last_ = now;
+  }
+  void reset_idle() { idle_polls_ = 0; }
+  void idle_start() { last_ = {}; }  // no requests outstanding: the next gap starts afresh
+  void pause() {
+    if (fixed_us_ > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(fixed_us_));
+      return;
+    }
+    if (fixed_us_ < 0 || ++idle_polls_ <= kYieldPolls) {
+      std::this_thread::yield();
+      return;
+    }
+    const double cap = std::clamp(gap_us_ / 128, 20.0, 1000.0);
+    const double us =
+        std::min(cap, 10.0 * std::ldexp(1.0, std::min(idle_polls_ - kYieldPolls, 10)));
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
+  }
+
+ private:
+  static constexpr int kYieldPolls = 8;
+  double fixed_us_;
+  double gap_us_ = 0;
+  int idle_polls_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+}  // namespace
+
 void MpiCommunicator::comm_thread_main() {
   std::vector<OpPtr> incoming;
-  const auto pause = std::chrono::duration<double, std::micro>(options_.poll_interval_us);
+  Pacer pacer(options_.poll_interval_us);
   while (true) {
     {
       std::unique_lock<std::mutex> guard(queue_mutex_);
       // Idle: sleep until work arrives, waking every 50 ms to answer liveness queries.
       if (active_.empty() && queue_.empty() && !stop_) {
+        pacer.idle_start();
         queue_cv_.wait_for(guard, std::chrono::milliseconds(50));
       }
       if (stop_) return;
       incoming.assign(queue_.begin(), queue_.end());
       queue_.clear();
     }
-    bool progressed = !incoming.empty();
+    bool progressed = !incoming.empty(), completed = false;
     {
       std::lock_guard<std::mutex> guard(mpi::lock());
       for (const OpPtr& op : incoming) {
@@ -152,16 +204,13 @@ void MpiCommunicator::comm_thread_main() {
       }
       std::size_t before = active_.size();
       progress_locked();
-      progressed = progressed || active_.size() != before;
+      completed = active_.size() != before;
+      progressed = progressed || completed;
     }
     incoming.clear();
-    if (!progressed && !active_.empty()) {
-      if (options_.poll_interval_us > 0) {
-        std::this_thread::sleep_for(pause);
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    if (completed) pacer.completed(std::chrono::steady_clock::now());
+    if (progressed) pacer.reset_idle();
+    if (!progressed && !active_.empty()) pacer.pause();
   }
 }
 

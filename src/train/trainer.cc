@@ -3,11 +3,12 @@
 //
 // Data: the run's sample stream (sample_stream.h) is cut into optimizer steps of
 // S = batch size × accumulation × N samples; each step into micro-batches of batch × N
-// samples, of which rank r takes the contiguous slice shard_range(count, r, N). Each rank
-// weights its micro-batch's mean loss by its share of the step's samples, so the summed
-// gradient is the mean over all samples of the step: N ranks × b equal 1 rank × N·b. A run
-// covers exactly epochs·n samples; a checkpoint stores how many were seen, so a run can
-// resume with the same or a different N.
+// samples, which the ranks split by balanced_shard (data/shuffle.h): equal row counts and
+// about equal token counts, since every step waits for the slowest rank. Each rank weights its
+// micro-batch's mean loss by its share of the step's samples, so the summed gradient is the mean
+// over all samples of the step: N ranks × b equal 1 rank × N·b. A run covers exactly epochs·n
+// samples; a checkpoint stores how many were seen, so a run can resume with the same or a different
+// N.
 //
 // Gradients are summed across ranks by GradReducer in buckets taken from the tail of the flat
 // buffer, each started as soon as backward has finished the layers it covers, on the last
@@ -82,7 +83,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr);
 
 TrainSummary run_training(const TrainOptions& options) {
   validate_train_options(options);
-  std::unique_ptr<Communicator> comm = make_communicator({.timeout_seconds = options.comm_timeout});
+  std::unique_ptr<Communicator> comm = make_communicator(
+      {.timeout_seconds = options.comm_timeout, .poll_interval_us = options.comm_poll_us});
   try {
     return train_with(options, comm.get());
   } catch (const Error& e) {
@@ -251,12 +253,19 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     for (std::int64_t g = first; g < last; g += micro_global, ++micro) {
       const std::int64_t count = std::min(micro_global, last - g);
       const bool last_micro = g + micro_global >= last;
-      const ShardRange mine = shard_range(count, rank, world);
-      const float share = static_cast<float>(mine.size()) / static_cast<float>(last - first);
+      std::vector<std::int64_t> rows(count), costs(count);
+      for (std::int64_t i = 0; i < count; ++i) {
+        rows[i] = stream.row(g + i);
+        costs[i] = static_cast<std::int64_t>(train_enc[rows[i]].ids.size());
+      }
+      if (world > 1) {
+        std::vector<std::int64_t> positions = balanced_shard(costs, rank, world), all = rows;
+        rows.clear();
+        for (std::int64_t p : positions) rows.push_back(all[p]);
+      }
+      const float share = static_cast<float>(rows.size()) / static_cast<float>(last - first);
       std::optional<Batch> batch;
-      if (mine.size() > 0) {
-        std::vector<std::int64_t> rows(mine.size());
-        for (std::int64_t i = 0; i < mine.size(); ++i) rows[i] = stream.row(g + mine.begin + i);
+      if (!rows.empty()) {
         batch = make_batch(train_enc, rows, batch_options);
         if (reducer)
           reducer->mark_rows(batch->input_ids.data(),
