@@ -3,16 +3,19 @@
 # The job: DistilBERT (default size, random init: no pretrained weights here), GLUE MRPC,
 # 3 epochs, batch 32, lr 2e-5, max seq 128, dev evaluation at the end. Measured one after the
 # other in the same run, each with all cores (--threads):
+#   * bertfit fp32 and bf16 with its defaults: dynamic padding, unpadded token-wise layers;
 #   * the peer as HF run_glue does it: every sample padded to 128, fp32 (bench/peer_mrpc.py on
 #     torch_peer.py's model, in run-peer's set-up: OpenBLAS-OpenMP, tcmalloc);
-#   * bertfit fp32 and bf16 with its defaults: dynamic padding, unpadded token-wise layers.
 # Reports wall time of each whole command (start-up, tokenization, training, evaluation, save),
 # dev accuracy / F1 and peak RSS, as a Markdown table on stdout.
 #
 #   bench/e2e_mrpc.sh [--epochs 3] [--threads N] [--no-peer] [--peer-bf16] [--bertfit-args "..."]
+#                     [--peer-epochs E]
+# --peer-epochs E runs the peer for E epochs only (its step time is constant: every batch is
+# 32 x 128) and also reports its training time scaled to --epochs, labelled as such.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-epochs=3 threads=$(nproc) peer=1 peer_bf16=0 extra=""
+epochs=3 threads=$(nproc) peer=1 peer_bf16=0 extra="" peer_epochs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) epochs=$2; shift 2 ;;
@@ -20,6 +23,7 @@ while [ $# -gt 0 ]; do
     --no-peer) peer=0; shift ;;
     --peer-bf16) peer_bf16=1; shift ;;
     --bertfit-args) extra=$2; shift 2 ;;
+    --peer-epochs) peer_epochs=$2; shift 2 ;;
     *) echo "e2e_mrpc: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +44,17 @@ timed() {
 
 echo "| run | wall (s) | dev accuracy | dev F1 | peak RSS (MB) |"
 echo "|---|---|---|---|---|"
+for precision in fp32 bf16; do
+  read -r wall rss < <(timed "$bertfit" train --model "$work/model" --output "$work/out-$precision" \
+    --task mrpc --data "$data" --epochs "$epochs" --batch-size 32 --max-seq-len 128 --lr 2e-5 \
+    --eval-every end --threads "$threads" --precision "$precision" $extra)
+  python3 - "$work/out-$precision/metrics.jsonl" "$wall" "$rss" "$precision" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+final = [r for r in rows if "eval_accuracy" in r][-1]
+print(f"| bertfit {sys.argv[4]} | {float(sys.argv[2]):.0f} | {final['eval_accuracy']:.4f} | {final['eval_f1']:.4f} | {sys.argv[3]} |")
+PY
+done
 if [ "$peer" = 1 ]; then
   # Token ids from bertfit's tokenizer (HF's ids exactly: tests/golden), labels from column 0.
   for split in train dev; do
@@ -57,24 +72,19 @@ if [ "$peer" = 1 ]; then
       timed /usr/bin/python3 bench/peer_mrpc.py --model "$work/model" \
       --train "$work/train.ids.jsonl" --train-labels "$work/train.labels" \
       --dev "$work/dev.ids.jsonl" --dev-labels "$work/dev.labels" \
-      --epochs "$epochs" --threads "$threads" $flag)
-    python3 - "$work/stdout" "$wall" "$rss" "$bf16" <<'PY'
+      --epochs "${peer_epochs:-$epochs}" --threads "$threads" $flag)
+    python3 - "$work/stdout" "$wall" "$rss" "$bf16" "$epochs" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 name = "peer, padded to 128, " + ("bf16 autocast" if sys.argv[4] == "1" else "fp32")
-print(f"| {name} | {float(sys.argv[2]):.0f} | {r['eval_accuracy']:.4f} | {r['eval_f1']:.4f} | {sys.argv[3]} |")
+wall, epochs = float(sys.argv[2]), float(sys.argv[5])
+if r["epochs"] != epochs:
+    name += f", {r['epochs']} epoch(s) measured"
+print(f"| {name} | {wall:.0f} | {r['eval_accuracy']:.4f} | {r['eval_f1']:.4f} | {sys.argv[3]} |")
+if r["epochs"] != epochs:
+    scaled = wall + r["train_seconds"] * (epochs / r["epochs"] - 1)
+    print(f"| {name.split(', ' + str(r['epochs']))[0]}, scaled to {epochs:g} epochs (train time x {epochs / r['epochs']:g}) | {scaled:.0f} | | | |")
 print(json.dumps(r), file=sys.stderr)
 PY
   done
 fi
-for precision in fp32 bf16; do
-  read -r wall rss < <(timed "$bertfit" train --model "$work/model" --output "$work/out-$precision" \
-    --task mrpc --data "$data" --epochs "$epochs" --batch-size 32 --max-seq-len 128 --lr 2e-5 \
-    --eval-every never --threads "$threads" --precision "$precision" $extra)
-  python3 - "$work/out-$precision/metrics.jsonl" "$wall" "$rss" "$precision" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-final = [r for r in rows if "eval_accuracy" in r][-1]
-print(f"| bertfit {sys.argv[4]} | {float(sys.argv[2]):.0f} | {final['eval_accuracy']:.4f} | {final['eval_f1']:.4f} | {sys.argv[3]} |")
-PY
-done

@@ -21,7 +21,7 @@ for (f, rate), pts in series.items():
 lines.append(("seed: PyTorch + IPEX + oneCCL, 25 Gbit/s", [(1, 1.0), (2, 1.7), (4, 3.0)]))
 max_n = max([p[0] for _, pts in lines for p in pts] + [4])
 
-W, H, L, R, T, B = 560, 460, 60, 20, 30, 170
+W, H, L, R, T, B = 600, 460, 60, 60, 30, 170
 def x(n): return L + (n - 1) / (max_n - 1) * (W - L - R)
 def y(s): return H - B - (s - 1) / (max_n - 1) * (H - T - B)
 colors = ["#1f77b4", "#2ca02c", "#9467bd", "#d62728"]

@@ -53,7 +53,7 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
       {"--max-steps", "Stop after this many optimizer steps (overrides --epochs)", &o.max_steps,
        true},
       {"--no-shuffle", "Take examples in file order, epoch after epoch", &o.no_shuffle, true},
-      {"--eval-every", "Evaluate on the dev split: epoch, every N steps, or never", &o.eval_every,
+      {"--eval-every", "Evaluate on the dev split: epoch, every N steps, end (after the last step only) or never", &o.eval_every,
        false},
       {"--save-every", "Write a resumable checkpoint every N steps (0: at each evaluation)",
        &o.save_every, false},
@@ -158,11 +158,11 @@ void validate_train_options(const TrainOptions& o) {
     throw_error("--grad-comm-dtype must be fp32 or bf16, got '", o.grad_comm_dtype, "'");
   }
   if (o.bucket_mb <= 0) throw_error("--bucket-mb must be > 0");
-  if (o.eval_every != "epoch" && o.eval_every != "never") {
+  if (o.eval_every != "epoch" && o.eval_every != "never" && o.eval_every != "end") {
     bool digits =
         !o.eval_every.empty() && o.eval_every.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoll(o.eval_every) <= 0) {
-      throw_error("--eval-every must be 'epoch', 'never' or a positive step count, got '",
+      throw_error("--eval-every must be 'epoch', 'end', 'never' or a positive step count, got '",
                   o.eval_every, "'");
     }
   }

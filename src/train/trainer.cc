@@ -47,7 +47,7 @@ namespace bertfit {
 namespace {
 
 std::int64_t eval_interval(const TrainOptions& o) {
-  if (o.eval_every == "epoch" || o.eval_every == "never") return 0;
+  if (o.eval_every == "epoch" || o.eval_every == "never" || o.eval_every == "end") return 0;
   return std::stoll(o.eval_every);
 }
 
