@@ -3,8 +3,11 @@
 // exp and tanh come from vmath.h so that the loops vectorise.
 #include "kernels/activation.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/parallel.h"
+#include "kernels/cast.h"
 #include "kernels/grain.h"
 #include "kernels/vmath.h"
 
@@ -75,24 +78,41 @@ void tanh_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dx[i] += dout[i] * (1.0f - y[i] * y[i]);
 }
 
+void forward_span(ActKind kind, float* out, const float* x, std::int64_t n) {
+  switch (kind) {
+    case ActKind::kGelu:
+      gelu_fwd(out, x, n);
+      break;
+    case ActKind::kGeluNew:
+      gelu_new_fwd(out, x, n);
+      break;
+    case ActKind::kRelu:
+      relu_fwd(out, x, n);
+      break;
+    case ActKind::kTanh:
+      tanh_fwd(out, x, n);
+      break;
+  }
+}
+
 }  // namespace
 
 void activation_forward(ActKind kind, float* out, const float* x, std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
+  parallel_for(n, detail::kMinWorkPerThread,
+               [=](std::int64_t b, std::int64_t e) { forward_span(kind, out + b, x + b, e - b); });
+}
+
+void activation_forward_bf16(ActKind kind, std::uint16_t* out, const float* x, std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
   parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-    switch (kind) {
-      case ActKind::kGelu:
-        gelu_fwd(out + b, x + b, e - b);
-        break;
-      case ActKind::kGeluNew:
-        gelu_new_fwd(out + b, x + b, e - b);
-        break;
-      case ActKind::kRelu:
-        relu_fwd(out + b, x + b, e - b);
-        break;
-      case ActKind::kTanh:
-        tanh_fwd(out + b, x + b, e - b);
-        break;
+    // Through an L1-sized fp32 chunk: the same arithmetic as activation_forward, then the cast.
+    constexpr std::int64_t kChunk = 2048;
+    alignas(64) float chunk[kChunk];
+    for (std::int64_t i = b; i < e; i += kChunk) {
+      const std::int64_t m = std::min(kChunk, e - i);
+      forward_span(kind, chunk, x + i, m);
+      cast_f32_to_bf16(out + i, chunk, m);
     }
   });
 }

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <vector>
 
+#include "kernels/cast.h"
 #include "kernels/ref/ref.h"
 #include "kernels/test_util.h"
 
@@ -141,6 +142,23 @@ TEST(Activation, ReluAndTanhMayRunInPlace) {
     activation_forward(kind, y.data(), x.data(), n);
     activation_forward(kind, x.data(), x.data(), n);
     EXPECT_EQ(0, std::memcmp(x.data(), y.data(), sizeof(float) * n)) << name(kind);
+  }
+}
+
+// The fused bf16 output is bit for bit the cast of the fp32 output (chunk edges included).
+TEST(Activation, Bf16OutputIsTheCastOfTheFp32Output) {
+  for (ActKind kind : {ActKind::kGelu, ActKind::kGeluNew, ActKind::kRelu, ActKind::kTanh}) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{2047}, std::int64_t{2049}, std::int64_t{100003}}) {
+      Rng rng(n + 7);
+      FloatView x(n), y(n);
+      x.fill_uniform(rng, -6, 6);
+      activation_forward(kind, y.data(), x.data(), n);
+      std::vector<std::uint16_t> want(n), got(n);
+      cast_f32_to_bf16(want.data(), y.data(), n);
+      activation_forward_bf16(kind, got.data(), x.data(), n);
+      EXPECT_EQ(got, want) << name(kind) << " n=" << n;
+    }
   }
 }
 

@@ -23,6 +23,9 @@ struct Head {
   const float* qkv;          // first row of sequence b
   const std::int32_t* mask;  // (T) of sequence b
   std::int64_t channel;      // h · D
+  int kend;                  // keys [kend, T) are padding (probability 0): skipped
+  int qend;                  // query rows computed: [0, qend)
+  bool any_real;             // some key is real (else HF's rows are uniform over all T)
   std::int64_t row() const { return 3 * static_cast<std::int64_t>(C); }
   const float* q(int i) const { return qkv + i * row() + channel; }
   const float* k(int j) const { return qkv + j * row() + C + channel; }
@@ -40,13 +43,6 @@ struct Dropout {
     return !active || detail::random_bits(key, i_row + static_cast<std::uint64_t>(j)) >= threshold;
   }
 };
-
-bool any_real_key(const std::int32_t* mask, int T) {
-  for (int j = 0; j < T; ++j) {
-    if (mask[j] != 0) return true;
-  }
-  return false;
-}
 
 // probs (T) = softmax of scores over the real keys; masked keys get exactly 0. With no real
 // key HF's rows are all finfo.min, i.e. uniform 1/T.
@@ -76,37 +72,41 @@ Dropout make_dropout(float p, std::uint64_t key) {
 
 Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* mask, int b, int h) {
   const int D = s.C / s.H;
-  return Head{s.T,
-              s.C,
-              D,
-              qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C,
-              mask == nullptr ? nullptr : mask + static_cast<std::int64_t>(b) * s.T,
-              static_cast<std::int64_t>(h) * D};
+  const std::int32_t* m = mask + static_cast<std::int64_t>(b) * s.T;
+  int kend = s.T;
+  while (kend > 0 && m[kend - 1] == 0) --kend;
+  const bool any_real = kend > 0;
+  if (!any_real) kend = s.T;  // uniform rows over every key
+  return Head{s.T,     s.C,
+              D,       qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C,
+              m,       static_cast<std::int64_t>(h) * D,
+              kend,    s.skip_padding_queries ? kend : s.T,
+              any_real};
 }
 
 void head_forward(float* out, float* probs, const Head& hd, Dropout drop, float sqrt_d,
                   std::vector<float>& kt, std::vector<float>& q, std::vector<float>& s,
                   std::vector<float>& o) {
-  const int T = hd.T, D = hd.D;
-  for (int j = 0; j < T; ++j) {
+  const int T = hd.T, D = hd.D, K = hd.kend;
+  for (int j = 0; j < K; ++j) {
     const float* kj = hd.k(j);
     for (int d = 0; d < D; ++d) kt[static_cast<std::size_t>(d) * T + j] = kj[d];
   }
-  const bool any_real = any_real_key(hd.mask, T);
-  for (int i = 0; i < T; ++i) {
+  for (int i = 0; i < hd.qend; ++i) {
     const float* qi = hd.q(i);
     for (int d = 0; d < D; ++d) q[d] = qi[d] / sqrt_d;  // HF: q = q / math.sqrt(D)
-    std::fill(s.begin(), s.end(), 0.0f);
+    std::fill(s.begin(), s.begin() + K, 0.0f);
     for (int d = 0; d < D; ++d) {
       const float qd = q[d];
       const float* kd = kt.data() + static_cast<std::size_t>(d) * T;
-      for (int j = 0; j < T; ++j) s[j] += qd * kd[j];
+      for (int j = 0; j < K; ++j) s[j] += qd * kd[j];
     }
     float* pi = probs + static_cast<std::int64_t>(i) * T;
-    masked_softmax(pi, s.data(), hd.mask, T, any_real);
+    masked_softmax(pi, s.data(), hd.mask, K, hd.any_real);
+    std::fill(pi + K, pi + T, 0.0f);
     std::fill(o.begin(), o.end(), 0.0f);
     const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * T;
-    for (int j = 0; j < T; ++j) {
+    for (int j = 0; j < K; ++j) {
       const float pd = drop.keep(i_row, j) ? pi[j] * drop.scale : 0.0f;
       if (pd == 0.0f) continue;
       const float* vj = hd.v(j);
@@ -132,28 +132,28 @@ struct BackwardScratch {
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
 void head_backward(float* dqkv, const float* dout, const float* probs, const Head& hd, Dropout drop,
                    float sqrt_d, BackwardScratch& sc) {
-  const int T = hd.T, D = hd.D;
-  for (int j = 0; j < T; ++j) {
+  const int T = hd.T, D = hd.D, K = hd.kend;
+  for (int j = 0; j < K; ++j) {
     const float* vj = hd.v(j);
     for (int d = 0; d < D; ++d) sc.vt[static_cast<std::size_t>(d) * T + j] = vj[d];
   }
-  std::fill(sc.dk.begin(), sc.dk.end(), 0.0f);
-  std::fill(sc.dv.begin(), sc.dv.end(), 0.0f);
-  for (int i = 0; i < T; ++i) {
+  std::fill(sc.dk.begin(), sc.dk.begin() + static_cast<std::ptrdiff_t>(K) * D, 0.0f);
+  std::fill(sc.dv.begin(), sc.dv.begin() + static_cast<std::ptrdiff_t>(K) * D, 0.0f);
+  for (int i = 0; i < hd.qend; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * T;
     const float* doi = dout + static_cast<std::int64_t>(i) * hd.C + hd.channel;
     // dP_drop[j] = dO_i · v_j
     float* dp = sc.dp.data();
-    std::fill(sc.dp.begin(), sc.dp.end(), 0.0f);
+    std::fill(sc.dp.begin(), sc.dp.begin() + K, 0.0f);
     for (int d = 0; d < D; ++d) {
       const float g = doi[d];
       const float* vd = sc.vt.data() + static_cast<std::size_t>(d) * T;
-      for (int j = 0; j < T; ++j) dp[j] += g * vd[j];
+      for (int j = 0; j < K; ++j) dp[j] += g * vd[j];
     }
     // dV_j += P_drop[i][j] · dO_i;  dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j
     const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * T;
     double r = 0.0;
-    for (int j = 0; j < T; ++j) {
+    for (int j = 0; j < K; ++j) {
       const bool keep = drop.keep(i_row, j);
       const float pd = keep ? pi[j] * drop.scale : 0.0f;
       if (pd != 0.0f) {
@@ -164,12 +164,12 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
       r += static_cast<double>(dp[j]) * pi[j];
     }
     const float rf = static_cast<float>(r);
-    for (int j = 0; j < T; ++j) sc.ds[j] = pi[j] * (dp[j] - rf);  // dS = P ⊙ (dP - r)
+    for (int j = 0; j < K; ++j) sc.ds[j] = pi[j] * (dp[j] - rf);  // dS = P ⊙ (dP - r)
     // dQ_i += (dS_i · K) / √D;  dK_j += dS_ij · (q_i / √D)
     const float* qi = hd.q(i);
     for (int d = 0; d < D; ++d) sc.q[d] = qi[d] / sqrt_d;
     std::fill(sc.dq.begin(), sc.dq.end(), 0.0f);
-    for (int j = 0; j < T; ++j) {
+    for (int j = 0; j < K; ++j) {
       const float dsj = sc.ds[j];
       if (dsj == 0.0f) continue;
       const float* kj = hd.k(j);
@@ -182,7 +182,7 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
     float* dqi = dqkv + i * hd.row() + hd.channel;
     for (int d = 0; d < D; ++d) dqi[d] += sc.dq[d] / sqrt_d;
   }
-  for (int j = 0; j < T; ++j) {
+  for (int j = 0; j < K; ++j) {
     float* dkj = dqkv + j * hd.row() + hd.C + hd.channel;
     float* dvj = dkj + hd.C;
     const float* sk = sc.dk.data() + static_cast<std::size_t>(j) * D;
@@ -223,8 +223,9 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                        AttentionShape s, float p, std::uint64_t key) {
+                        const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key) {
   check_shape(s);
+  CHECK(mask != nullptr, "attention needs a key mask");
   const int D = s.C / s.H;
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
@@ -232,7 +233,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     BackwardScratch sc(s.T, D);
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head hd = make_head(s, qkv, nullptr, b, h);
+      const Head hd = make_head(s, qkv, mask, b, h);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
       const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;

@@ -9,6 +9,11 @@ namespace bertfit {
 
 struct AttentionShape {
   int B, T, C, H;  // batch, tokens per sequence, channels, heads (D = C / H)
+  // Unpadded execution: query rows after a sequence's last real token are not computed (their
+  // out rows and probability rows are left untouched, and backward gives them no gradient),
+  // because the caller discards them. Keys after the last real token are skipped always:
+  // their probability is exactly 0, so skipping them changes nothing.
+  bool skip_padding_queries = false;
 };
 
 // qkv: (B,T,3C) rows laid out [q(C) | k(C) | v(C)], head h at channels [h·D, (h+1)·D).
@@ -25,7 +30,8 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
 // A sequence with no real key has uniform rows (as HF); its rows still pass this gradient to
 // q and k, as BERT's additive mask does (DistilBERT's masked_fill would pass none). Such
 // sequences do not occur in practice: [CLS] is always a real token.
+// mask: the forward's (B,T) mask (it bounds the loops; the gradient itself comes from probs).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                        AttentionShape s, float p, std::uint64_t key);
+                        const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key);
 
 }  // namespace bertfit

@@ -135,7 +135,8 @@ void check_shape(AttentionShape s, float p) {
   const std::vector<double> d0 = rd;
   ref::attention_backward(rd.data(), x.dout.to_double().data(), qkvd.data(),
                           probs.to_double().data(), s, p, kKey);
-  attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), s, p, kKey);
+  attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), x.mask.data(), s, p,
+                     kKey);
   EXPECT_TRUE(all_close(dqkv.data(), rd.data(), dqkv.size(), [&](std::int64_t i) {
     return 2 * e.dqkv[i] + 2 * kU * (std::fabs(rd[i]) + std::fabs(d0[i]));
   }));
@@ -191,6 +192,50 @@ TEST(Attention, MaskedKeysWithHugeScoresDoNotDisturbTheSoftmax) {
                         [&](std::int64_t i) { return 2 * e.out[i] + kU * std::fabs(rout[i]); }));
 }
 
+// Unpadded execution: with skip_padding_queries the rows of real queries (up to each sequence's
+// last real token) are bit for bit those of the full computation, and so is the gradient when
+// the padding rows' output gradient is zero (as the caller's unpacking makes it).
+TEST(Attention, SkippingPaddingQueriesChangesNoRealRow) {
+  for (float p : {0.0f, 0.1f}) {
+    AttentionShape s{3, 12, 16, 2};
+    Data x(s, p, 9);
+    std::vector<int> kend(s.B, s.T);
+    for (int b = 0; b < s.B; ++b) {
+      int k = s.T;
+      while (k > 0 && x.mask[b * s.T + k - 1] == 0) --k;
+      kend[b] = k == 0 ? s.T : k;
+      for (int t = kend[b]; t < s.T; ++t)
+        for (int c = 0; c < s.C; ++c)
+          x.dout[(static_cast<std::int64_t>(b) * s.T + t) * s.C + c] = 0;
+    }
+    ASSERT_LT(kend[1], s.T) << "sequence 1 must end with padding";
+    const std::int64_t nprobs = static_cast<std::int64_t>(s.B) * s.H * s.T * s.T;
+    FloatView out_full(x.dout.size()), probs_full(nprobs), d_full(x.qkv.size());
+    FloatView out_skip(x.dout.size()), probs_skip(nprobs), d_skip(x.qkv.size());
+    attention_forward(out_full.data(), probs_full.data(), x.qkv.data(), x.mask.data(), s, p, kKey);
+    attention_backward(d_full.data(), x.dout.data(), x.qkv.data(), probs_full.data(), x.mask.data(),
+                       s, p, kKey);
+    AttentionShape skip = s;
+    skip.skip_padding_queries = true;
+    attention_forward(out_skip.data(), probs_skip.data(), x.qkv.data(), x.mask.data(), skip, p,
+                      kKey);
+    attention_backward(d_skip.data(), x.dout.data(), x.qkv.data(), probs_skip.data(), x.mask.data(),
+                       skip, p, kKey);
+    for (int b = 0; b < s.B; ++b) {
+      for (int t = 0; t < kend[b]; ++t) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * s.T + t;
+        for (int c = 0; c < s.C; ++c) ASSERT_EQ(out_skip[row * s.C + c], out_full[row * s.C + c]);
+      }
+      for (int t = 0; t < s.T; ++t) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * s.T + t;
+        for (int c = 0; c < 3 * s.C; ++c) {
+          ASSERT_EQ(d_skip[row * 3 * s.C + c], d_full[row * 3 * s.C + c]) << b << " " << t;
+        }
+      }
+    }
+  }
+}
+
 TEST(Attention, IndependentOfThreadCount) {
   const AttentionShape s{2, 9, 24, 3};
   Data x(s, 0.2f, 8);
@@ -201,7 +246,8 @@ TEST(Attention, IndependentOfThreadCount) {
     FloatView out(x.dout.size()), probs(static_cast<std::int64_t>(s.B) * s.H * s.T * s.T),
         dqkv(x.qkv.size());
     attention_forward(out.data(), probs.data(), x.qkv.data(), x.mask.data(), s, x.p, kKey);
-    attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), s, x.p, kKey);
+    attention_backward(dqkv.data(), x.dout.data(), x.qkv.data(), probs.data(), x.mask.data(), s,
+                       x.p, kKey);
     std::vector<float> all(out.data(), out.data() + out.size());
     all.insert(all.end(), dqkv.data(), dqkv.data() + dqkv.size());
     results.push_back(all);

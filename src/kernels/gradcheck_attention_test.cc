@@ -38,7 +38,7 @@ void check_attention(AttentionShape s, float p, const std::vector<std::int32_t>&
 
   std::vector<float> outf(n_out), probsf(n_probs), dqkvf(n_qkv, 0.0f);
   attention_forward(outf.data(), probsf.data(), qkvf.data(), mask.data(), s, p, key);
-  attention_backward(dqkvf.data(), gf.data(), qkvf.data(), probsf.data(), s, p, key);
+  attention_backward(dqkvf.data(), gf.data(), qkvf.data(), probsf.data(), mask.data(), s, p, key);
   // Longest float reductions: T keys times a length-D dot product.
   EXPECT_TRUE(fast_matches_reference(dqkvf.data(), dqkv, s.T + 2.0 * s.C / s.H));
 }

@@ -23,7 +23,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
-      (training_ || !for_training) && (bf16_ || !bf16) &&
+      (training_ || !for_training) && (bf16_ || !bf16) && (bf16 || act_rows_ >= N) &&
       static_cast<int>(layers.size()) == c.layers) {
     return;
   }
@@ -33,6 +33,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   training_ = training_ || for_training;
   bf16_ = bf16_ || bf16;
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
+  if (!bf16) act_rows_ = rows;
 
   grow(emb, rows * C);
   grow(emb_mean, rows);
@@ -48,7 +49,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(l.rstd1, rows);
     grow(l.h1, rows * C);
     grow(l.ff1, rows * I);
-    grow(l.act, rows * I);
+    if (!bf16) grow(l.act, rows * I);
     grow(l.res2, rows * C);
     grow(l.mean2, rows);
     grow(l.rstd2, rows);

@@ -25,7 +25,7 @@ struct LayerActivations {
   AlignedBuffer<float> mean1, rstd1;  // (N)
   AlignedBuffer<float> h1;            // (N,C) LayerNorm 1 output
   AlignedBuffer<float> ff1;           // (N,I) h1·W1ᵀ + b1: activation input
-  AlignedBuffer<float> act;           // (N,I) activation output
+  AlignedBuffer<float> act;           // (N,I) activation output (fp32 only; bf16 keeps act_bf16)
   AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
   AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input
@@ -86,6 +86,7 @@ struct Activations {
 
  private:
   std::int64_t capacity_rows_ = 0;
+  std::int64_t act_rows_ = 0;  // rows of the fp32 activation outputs (not allocated in bf16)
   std::int64_t capacity_attn_ = 0;
   int capacity_batch_ = 0;
   bool training_ = false;

@@ -149,7 +149,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
                     P(Role::kEmbLnW), P(Role::kEmbLnB), N, C, eps);
   dropout_forward(a.x0.data(), a.x0.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
 
-  const AttentionShape shape{B, T, C, c.heads};
+  const AttentionShape shape{B, T, C, c.heads, /*skip_padding_queries=*/a.packed};
   const float* x = a.x0.data();
   for (int l = 0; l < c.layers; ++l) {
     LayerActivations& s = a.layers[l];
@@ -172,9 +172,15 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     // Feed-forward block: r2 = h1 + Drop(act(h1·W1ᵀ + b1)·W2ᵀ + b2); out = LN2(r2).
     linear.forward(s.ff1.data(), s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, w.ff1_b, N, C,
                    I);
-    activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), N * I);
-    linear.forward(s.res2.data(), s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, w.ff2_b, N, I,
-                   C);
+    if (bf16) {
+      // The activation feeds only the bf16 product (and its weight gradient): written as bf16
+      // directly, no fp32 copy (backward needs only ff1).
+      activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1.data(), N * I);
+      linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, N, I, C);
+    } else {
+      activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), N * I);
+      linear.forward(s.res2.data(), s.act.data(), nullptr, w.ff2_w, nullptr, w.ff2_b, N, I, C);
+    }
     dropout_forward(s.res2.data(), s.res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
     add_forward(s.res2.data(), s.res2.data(), s.h1.data(), N * C);
     layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b,
@@ -258,7 +264,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   zero(a.d_out, N * C);
   scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, C);
 
-  const AttentionShape shape{B, T, C, c.heads};
+  const AttentionShape shape{B, T, C, c.heads, /*skip_padding_queries=*/a.packed};
   for (int l = c.layers - 1; l >= 0; --l) {
     LayerActivations& s = a.layers[l];
     const float* x = l == 0 ? a.x0.data() : a.layers[l - 1].out.data();
@@ -276,12 +282,13 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     dropout_backward(a.d_ff2.data(), a.d_res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
     // f2 = act·W2ᵀ + b2
     zero(a.d_act, N * I);
-    linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16, s.act.data(),
-                    s.act_bf16.data(), w.ff2_w, wb.ff2_w, N, I, C);
-    // act = act(ff1)
+    linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
+                    bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, N, I, C);
+    // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
+    // (y > 0 exactly when x > 0, NaN included), so bf16 (no fp32 output kept) passes ff1.
     zero(a.d_ff1, N * I);
     activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
-                        s.act.data(), N * I);
+                        bf16 ? s.ff1.data() : s.act.data(), N * I);
     // ff1 = h1·W1ᵀ + b1
     linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
                     s.h1_bf16.data(), w.ff1_w, wb.ff1_w, N, C, I);
@@ -304,8 +311,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     // att = Attn(qkv), on the padded layout
     if (a.packed) unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
     zero(a.d_qkv, padded * 3 * C);
-    attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(), shape, p_attn,
-                       key(l, kSiteAttentionProbs));
+    attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(),
+                       in.attention_mask, shape, p_attn, key(l, kSiteAttentionProbs));
     if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
     // qkv = x·Wqkvᵀ + bqkv
     linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
