@@ -10,17 +10,18 @@
 # dev accuracy / F1 and peak RSS, as a Markdown table on stdout.
 #
 #   bench/e2e_mrpc.sh [--epochs 3] [--threads N] [--no-peer] [--peer-bf16] [--bertfit-args "..."]
-#                     [--peer-epochs E]
+#                     [--peer-epochs E] [--no-bertfit]
 # --peer-epochs E runs the peer for E epochs only (its step time is constant: every batch is
 # 32 x 128) and also reports its training time scaled to --epochs, labelled as such.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-epochs=3 threads=$(nproc) peer=1 peer_bf16=0 extra="" peer_epochs=""
+epochs=3 threads=$(nproc) peer=1 peer_bf16=0 extra="" peer_epochs="" ours=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) epochs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --no-peer) peer=0; shift ;;
+    --no-bertfit) ours=0; shift ;;
     --peer-bf16) peer_bf16=1; shift ;;
     --bertfit-args) extra=$2; shift 2 ;;
     --peer-epochs) peer_epochs=$2; shift 2 ;;
@@ -45,6 +46,7 @@ timed() {
 echo "| run | wall (s) | dev accuracy | dev F1 | peak RSS (MB) |"
 echo "|---|---|---|---|---|"
 for precision in fp32 bf16; do
+  [ "$ours" = 1 ] || break
   read -r wall rss < <(timed "$bertfit" train --model "$work/model" --output "$work/out-$precision" \
     --task mrpc --data "$data" --epochs "$epochs" --batch-size 32 --max-seq-len 128 --lr 2e-5 \
     --eval-every end --threads "$threads" --precision "$precision" $extra)
@@ -66,10 +68,10 @@ if [ "$peer" = 1 ]; then
     [ "$bf16" = 1 ] && [ "$peer_bf16" = 0 ] && continue
     flag=""; [ "$bf16" = 1 ] && flag=--bf16
     # run-peer's set-up (../shared/peer/run-peer), for our own script.
-    read -r wall rss < <(env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+    read -r wall rss < <(timed env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
       LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \
       OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" \
-      timed /usr/bin/python3 bench/peer_mrpc.py --model "$work/model" \
+      /usr/bin/python3 bench/peer_mrpc.py --model "$work/model" \
       --train "$work/train.ids.jsonl" --train-labels "$work/train.labels" \
       --dev "$work/dev.ids.jsonl" --dev-labels "$work/dev.labels" \
       --epochs "${peer_epochs:-$epochs}" --threads "$threads" $flag)

@@ -221,7 +221,7 @@ double BertModel::loss(const float* labels, float scale, Activations& a) const {
 
 void BertModel::backward(const float* params, float* grads, const ModelInput& in,
                          const DropoutState& drop, Activations& a,
-                         const std::function<void(int)>& on_layer_done) const {
+                         const std::function<void(std::int64_t)>& on_grads_ready) const {
   const ModelConfig& c = config_;
   const ParamLayout& lay = layout_;
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
@@ -242,8 +242,10 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     return bf16 ? a.weights_bf16.data() + lay.offset(r, l) : nullptr;
   };
   std::uint16_t* dy_bf16 = bf16 ? a.dy_bf16.data() : nullptr;
-  auto done = [&](int l) {
-    if (on_layer_done) on_layer_done(l);
+  // Each call: every gradient at offsets >= `from` is final (the layout is in forward order and
+  // backward finishes it from the end: head, then per layer ln2, ff2, ff1, ln1, o, qkv).
+  auto ready = [&](std::int64_t from) {
+    if (on_grads_ready) on_grads_ready(from);
   };
 
   // Head, reversed.
@@ -260,7 +262,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
                       nullptr, a.pre.data(), BC);
   linear.backward(a.d_cls.data(), G(Role::kPreW), G(Role::kPreB), a.d_pre_drop.data(), dy_bf16,
                   a.cls.data(), a.cls_bf16.data(), P(Role::kPreW), W(Role::kPreW), B, C, C);
-  done(c.layers);
+  ready(lay.layer_begin(c.layers));
   zero(a.d_out, N * C);
   scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, C);
 
@@ -276,6 +278,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_res2, N * C);
     layernorm_backward(a.d_res2.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(), w.ln2_w,
                        s.mean2.data(), s.rstd2.data(), N, C);
+    ready(lay.offset(Role::kLn2W, l));
     // r2 = h1 + Drop(f2): d_h1 starts as d_r2; d_f2 = Drop'(d_r2)
     std::memcpy(a.d_h1.data(), a.d_res2.data(), N * C * sizeof(float));
     zero(a.d_ff2, N * C);
@@ -284,6 +287,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_act, N * I);
     linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
                     bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, N, I, C);
+    ready(lay.offset(Role::kFf2W, l));
     // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
     // (y > 0 exactly when x > 0, NaN included), so bf16 (no fp32 output kept) passes ff1.
     zero(a.d_ff1, N * I);
@@ -292,10 +296,12 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     // ff1 = h1·W1ᵀ + b1
     linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
                     s.h1_bf16.data(), w.ff1_w, wb.ff1_w, N, C, I);
+    ready(lay.offset(Role::kFf1W, l));
     // h1 = LN1(r1)
     zero(a.d_res1, N * C);
     layernorm_backward(a.d_res1.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(), w.ln1_w,
                        s.mean1.data(), s.rstd1.data(), N, C);
+    ready(lay.offset(Role::kLn1W, l));
     // r1 = x + Drop(att·Woᵀ + bo): d_x starts as d_r1
     std::memcpy(a.d_in.data(), a.d_res1.data(), N * C * sizeof(float));
     const float* d_proj = a.d_res1.data();
@@ -308,6 +314,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_att, N * C);
     linear.backward(a.d_att.data(), g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(), s.att_bf16.data(),
                     w.o_w, wb.o_w, N, C, C);
+    ready(lay.offset(Role::kOW, l));
     // att = Attn(qkv), on the padded layout
     if (a.packed) unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
     zero(a.d_qkv, padded * 3 * C);
@@ -317,7 +324,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     // qkv = x·Wqkvᵀ + bqkv
     linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
                     w.qkv_w, wb.qkv_w, N, C, 3 * C);
-    done(l);
+    ready(lay.layer_begin(l));
     std::swap(a.d_out, a.d_in);
   }
 
@@ -330,7 +337,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
                      a.d_res2.data(), a.ids.data(), a.positions.data(),
                      bert ? a.types.data() : nullptr, N, C, c.pad_token_id);
-  done(-1);
+  ready(0);
 }
 
 }  // namespace bertfit

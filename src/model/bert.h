@@ -55,12 +55,13 @@ class BertModel {
   // acts.dlogits = scale · d loss / d logits. Cross-entropy (mean) or MSE (mean) as HF.
   double loss(const float* labels, float scale, Activations& acts) const;
 
-  // grads += d loss / d params, from acts.dlogits and what forward saved. `on_layer_done(l)`,
-  // if set, is called as soon as the gradients of layer l are final (l = L: the head; then
-  // L-1 .. 0; -1: the embeddings), so communication can start early.
+  // grads += d loss / d params, from acts.dlogits and what forward saved. `on_grads_ready(o)`,
+  // if set, is called whenever every gradient at flat offsets >= o is final, with decreasing
+  // o: after the head, after each weight group of each layer (ln2, ff2, ff1, ln1, o, qkv), and
+  // with 0 after the embeddings, so communication can start early.
   void backward(const float* params, float* grads, const ModelInput& in,
                 const DropoutState& dropout, Activations& acts,
-                const std::function<void(int)>& on_layer_done = {}) const;
+                const std::function<void(std::int64_t)>& on_grads_ready = {}) const;
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }

@@ -194,7 +194,11 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   std::optional<GradReducer> reducer;
   if (world > 1) {
     std::vector<std::int64_t> boundaries;
+    // Bucket cut points: where backward reports progress (BertModel::backward).
     for (int l = -1; l <= config.layers; ++l) boundaries.push_back(state.layout.layer_begin(l));
+    for (int l = 0; l < config.layers; ++l)
+      for (Role r : {Role::kOW, Role::kLn1W, Role::kFf1W, Role::kFf2W, Role::kLn2W})
+        boundaries.push_back(state.layout.offset(r, l));
     // The word-embedding gradient is row-sparse (only the batch's token ids): reduce just the
     // touched rows (grad_reducer.h). The layout puts that table first.
     const ParamEntry& word = state.layout.entry(Role::kWordEmb);
@@ -281,11 +285,11 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                              .micro = static_cast<std::uint64_t>(micro * world + rank)};
         model.forward(state.params.data(), in, dropout, acts);
         step_loss += share * model.loss(batch->labels.data(), share, acts);
-        std::function<void(int)> on_layer_done;
+        std::function<void(std::int64_t)> on_grads_ready;
         if (reducer && last_micro) {
-          on_layer_done = [&](int l) { reducer->ready(state.layout.layer_begin(l)); };
+          on_grads_ready = [&](std::int64_t from) { reducer->ready(from); };
         }
-        model.backward(state.params.data(), grads.data(), in, dropout, acts, on_layer_done);
+        model.backward(state.params.data(), grads.data(), in, dropout, acts, on_grads_ready);
       }
       if (reducer && last_micro) {
         reducer->ready(0);
