@@ -2,7 +2,8 @@
 """Speedup against nodes as a small standalone SVG (no plotting library needed).
 
 usage: plot_scaling.py scaling.csv scaling.svg   (the CSV that bench/scaling.sh --out writes)
-Draws one line per link rate (1 node joins every line), the seed's PyTorch + oneCCL figures
+Draws one line per link rate (1 node joins every line; dashed: the speedup against a node's
+speed when co-located, when the CSV has it), the seed's PyTorch + oneCCL figures
 (1.7x on 2 nodes, 3x on 4) and the ideal line.
 """
 import csv
@@ -14,14 +15,21 @@ series = {}
 for r in rows:
     if r["nodes"] != "1":
         series.setdefault((r["harsher"], r["rate"]), []).append((int(r["nodes"]), float(r["speedup"])))
-lines = []
+colocated = {}  # speedup against a node's speed when co-located (scaling.sh's Tc), if measured
+for r in rows:
+    if r["nodes"] != "1" and r.get("speedup_vs_colocated"):
+        colocated.setdefault((r["harsher"], r["rate"]), []).append(
+            (int(r["nodes"]), float(r["speedup_vs_colocated"])))
+lines = []  # (label, points, dashed)
 for (f, rate), pts in series.items():
     label = f"bertfit, {rate}" + (" (seed's compute/bandwidth ratio)" if f == "1" else f" ({f}x harsher)")
-    lines.append((label, [(1, 1.0)] + sorted(pts)))
-lines.append(("seed: PyTorch + IPEX + oneCCL, 25 Gbit/s", [(1, 1.0), (2, 1.7), (4, 3.0)]))
-max_n = max([p[0] for _, pts in lines for p in pts] + [4])
+    lines.append((label, [(1, 1.0)] + sorted(pts), False))
+    if (f, rate) in colocated:
+        lines.append((label + ", vs co-located node", [(1, 1.0)] + sorted(colocated[(f, rate)]), True))
+lines.append(("seed: PyTorch + IPEX + oneCCL, 25 Gbit/s", [(1, 1.0), (2, 1.7), (4, 3.0)], False))
+max_n = max([p[0] for _, pts, _ in lines for p in pts] + [4])
 
-W, H, L, R, T, B = 600, 460, 60, 60, 30, 170
+W, H, L, R, T, B = 640, 520, 60, 60, 30, 230
 def x(n): return L + (n - 1) / (max_n - 1) * (W - L - R)
 def y(s): return H - B - (s - 1) / (max_n - 1) * (H - T - B)
 colors = ["#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
@@ -38,16 +46,19 @@ out.append(f'<line x1="{x(1)}" y1="{y(1)}" x2="{x(max_n)}" y2="{y(max_n)}" strok
 legend_y = y(1) + 52
 out.append(f'<line x1="{L}" y1="{legend_y}" x2="{L + 24}" y2="{legend_y}" stroke="#999" stroke-dasharray="4 4"/>'
            f'<text x="{L + 30}" y="{legend_y + 4}">ideal</text>')
-for i, (label, pts) in enumerate(lines):
-    c = colors[i % len(colors)] if not label.startswith("seed") else "#ff7f0e"
+color_of = {}
+for i, (label, pts, dashed) in enumerate(lines):
+    base = label.split(", vs co-located")[0]
+    c = "#ff7f0e" if label.startswith("seed") else color_of.setdefault(base, colors[len(color_of) % len(colors)])
+    dash = ' stroke-dasharray="7 3"' if dashed else ""
     path = " ".join(f"{x(n):.1f},{y(s):.1f}" for n, s in pts)
-    out.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"/>')
+    out.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
     for n, s in pts:
         out.append(f'<circle cx="{x(n):.1f}" cy="{y(s):.1f}" r="3.5" fill="{c}"/>')
         if n > 1:
             out.append(f'<text x="{x(n) + 6:.1f}" y="{y(s) + 4:.1f}" fill="{c}">{s:.2f}x</text>')
     ly = legend_y + 16 * (i + 1)
-    out.append(f'<line x1="{L}" y1="{ly}" x2="{L + 24}" y2="{ly}" stroke="{c}" stroke-width="2"/>'
+    out.append(f'<line x1="{L}" y1="{ly}" x2="{L + 24}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/>'
                f'<text x="{L + 30}" y="{ly + 4}">{label}</text>')
 out.append("</svg>")
 open(sys.argv[2], "w").write("\n".join(out) + "\n")

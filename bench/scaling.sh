@@ -8,7 +8,7 @@
 #
 #   bench/scaling.sh [--rate auto|RATE] [--harsher "1 4"] [--nodes "1 2 4"] [--cpus-per-node C]
 #                    [--steps S] [--precision fp32|bf16] [--grad-comm-dtype fp32|bf16]
-#                    [--dynamic-padding] [--out PREFIX] [--train-args "ARGS"]
+#                    [--dynamic-padding] [--out PREFIX] [--train-args "ARGS"] [--no-colocated]
 #
 # --rate auto derives the link rate that reproduces the seed's ratio of compute to bandwidth:
 # their nodes computed a step in about 1.2 s and had 25 Gbit/s, i.e. 30 Gbit of link capacity
@@ -17,10 +17,17 @@
 # issue asks for F = 1 and F = 4). The 1-node run sends nothing, so it serves every rate.
 # Padding every sample to 128 (as the seed's run_glue did) keeps the compute per step constant,
 # so steps are comparable; --dynamic-padding uses bertfit's default padding instead.
+# Emulated nodes share this machine's caches and memory bandwidth, so a node computes more
+# slowly when others run beside it (a real cluster's nodes do not). Before each N-node run the
+# script therefore also runs N independent single-node jobs side by side, one per emulated node
+# (no MPI, no traffic): their step time Tc is one node's speed under the same sharing. Each row
+# reports the speedup against T1 (one node alone: the strict figure) and against Tc (what the
+# distribution itself costs: communication, its CPU and waiting for the slowest rank).
+# --no-colocated skips those runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=auto harsher="1 4" nodes="1 2 4" cpus=0.5 steps=4 precision=fp32 wire=fp32 out=""
-padding=--pad-to-max-length extra=""
+padding=--pad-to-max-length extra="" colocated=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -32,6 +39,7 @@ while [ $# -gt 0 ]; do
     --grad-comm-dtype) wire=$2; shift 2 ;;
     --dynamic-padding) padding=""; shift ;;
     --out) out=$2; shift 2 ;;
+    --no-colocated) colocated=0; shift ;;
     --train-args) extra=$2; shift 2 ;;  # more `bertfit train` flags, e.g. --comm-poll-us -1
     *) echo "scaling: unknown option $1" >&2; exit 2 ;;
   esac
@@ -66,26 +74,24 @@ run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s"
   median_step "$out/metrics.jsonl"
 }
 
+run_colocated() {  # N -> prints the mean over nodes of each node's median step (s)
+  local n=$1 i
+  scripts/cluster up "$n" --rate 100gbit --cpus-per-node "$cpus" >&2
+  for ((i = 0; i < n; i++)); do
+    scripts/cluster exec "$i" "$bertfit" train --model "$work/model" --output "$work/co$n-$i" \
+      --task mrpc --data "$data" --batch-size 32 --max-seq-len 128 --lr 2e-5 $padding \
+      --max-steps $((steps + 1)) --log-every 1 --eval-every never --save-every 1000000 \
+      --precision "$precision" $extra >/dev/null 2>&1 &
+  done
+  wait
+  scripts/cluster down >&2
+  for ((i = 0; i < n; i++)); do median_step "$work/co$n-$i/metrics.jsonl"; done |
+    awk '{ s += $1 } END { print s / NR }'
+}
+
 echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic} · $extra" >&2
 read -r t1 _ < <(run_nodes 1 100gbit)
-rows=("nodes,harsher,rate,step_s,exposed_comm_s,samples_per_s,epoch_s,speedup,efficiency")
-echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | speedup | efficiency |"
-echo "|---|---|---|---|---|---|---|---|"
-row() {  # N F RATE T COMM
-  local line
-  line=$(python3 - "$@" "$t1" <<'PY'
-import sys
-n, f, rate, t, c, t1 = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
-sps = 32 * n / t
-speedup = sps / (32 / t1)
-print(f"{n},{f},{rate},{t:.3f},{c:.3f},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f}")
-print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {sps:.2f} | {3668 / sps:.0f} | {speedup:.2f}x | {speedup / n:.0%} |")
-PY
-)
-  rows+=("$(head -1 <<<"$line")")
-  tail -1 <<<"$line"
-}
-row 1 - - "$t1" 0
+results=()  # "N F RATE T COMM TC" per multi-node run
 for f in $harsher; do
   r=$rate
   if [ "$rate" = auto ]; then
@@ -94,9 +100,37 @@ for f in $harsher; do
   fi
   for n in $nodes; do
     [ "$n" -eq 1 ] && continue
+    tc=-
+    [ "$colocated" = 1 ] && tc=$(run_colocated "$n")
     read -r t c < <(run_nodes "$n" "$r")
-    row "$n" "$f" "$r" "$t" "$c"
+    results+=("$n $f $r $t $c $tc")
   done
+done
+
+rows=("nodes,harsher,rate,step_s,exposed_comm_s,colocated_step_s,samples_per_s,epoch_s,speedup,efficiency,speedup_vs_colocated")
+echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | speedup (vs T1) | efficiency | Tc (s) | speedup vs Tc |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+row() {  # N F RATE T COMM TC
+  local line
+  line=$(python3 - "$@" "$t1" <<'PY'
+import sys
+n, f, rate, t, c, tc, t1 = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], float(sys.argv[7])
+sps = 32 * n / t
+speedup = sps / (32 / t1)
+vs = f"{n * float(tc) / t:.3f}" if tc != "-" else ""
+print(f"{n},{f},{rate},{t:.3f},{c:.3f},{tc if tc == '-' else f'{float(tc):.3f}'},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f},{vs}")
+tc_cell = "" if tc == "-" else f"{float(tc):.2f}"
+vs_cell = "" if not vs else f"{float(vs):.2f}x ({float(vs) / n:.0%})"
+print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {sps:.2f} | {3668 / sps:.0f} | {speedup:.2f}x | {speedup / n:.0%} | {tc_cell} | {vs_cell} |")
+PY
+)
+  rows+=("$(head -1 <<<"$line")")
+  tail -1 <<<"$line"
+}
+row 1 - - "$t1" 0 -
+for res in "${results[@]}"; do
+  # shellcheck disable=SC2086
+  row $res
 done
 if [ -n "$out" ]; then
   printf '%s\n' "${rows[@]}" >"$out.csv"

@@ -1,9 +1,12 @@
 // oneDNN matmul behind the gemm.h door. Primitives are created once per distinct shape, stride,
 // transposition, alpha, beta and bias presence, and cached (creation costs ~0.1 ms; a training
-// step calls a few dozen distinct shapes thousands of times). Transposed operands are expressed
-// with strides, so no copies are made here.
+// step calls a few dozen distinct shapes thousands of times). The cache is bounded (least
+// recently used out): with unpadded execution the token count, and so a product's M or K,
+// changes with every batch, and an unbounded cache would grow by a dozen primitives per step
+// for the whole run. Transposed operands are expressed with strides, so no copies are made.
 #include "gemm/gemm.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -31,12 +34,19 @@ struct Key {
 struct Cached {
   dnnl::matmul primitive;
   memory::desc a, b, c, bias;
+  std::uint64_t last_use = 0;
 };
 
 struct Context {
+  Context() {
+    // oneDNN keeps its own cache of primitive implementations (1024 by default); ours holds
+    // what is in use, so keep oneDNN's no larger.
+    dnnl::set_primitive_cache_capacity(static_cast<int>(kGemmCacheCapacity));
+  }
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<Key, Cached> cache;
+  std::uint64_t uses = 0;
   std::mutex mutex;
 };
 
@@ -83,21 +93,30 @@ void run(const MatmulDesc& d, const void* a, const void* b, float* c, const floa
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
   Key key{d, bias != nullptr, bf16};
-  const Cached* cached;
+  Cached cached;  // a copy (handles): another thread may evict the entry meanwhile
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
     auto it = ctx.cache.find(key);
-    if (it == ctx.cache.end()) it = ctx.cache.emplace(key, make_primitive(key)).first;
-    cached = &it->second;
+    if (it == ctx.cache.end()) {
+      if (ctx.cache.size() >= kGemmCacheCapacity) {
+        auto oldest = std::min_element(ctx.cache.begin(), ctx.cache.end(), [](auto& x, auto& y) {
+          return x.second.last_use < y.second.last_use;
+        });
+        ctx.cache.erase(oldest);
+      }
+      it = ctx.cache.emplace(key, make_primitive(key)).first;
+    }
+    it->second.last_use = ++ctx.uses;
+    cached = it->second;
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(cached->a, ctx.engine, const_cast<void*>(a))},
-      {DNNL_ARG_WEIGHTS, memory(cached->b, ctx.engine, const_cast<void*>(b))},
-      {DNNL_ARG_DST, memory(cached->c, ctx.engine, c)}};
+      {DNNL_ARG_SRC, memory(cached.a, ctx.engine, const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(cached.b, ctx.engine, const_cast<void*>(b))},
+      {DNNL_ARG_DST, memory(cached.c, ctx.engine, c)}};
   if (bias != nullptr) {
-    args.emplace(DNNL_ARG_BIAS, memory(cached->bias, ctx.engine, const_cast<float*>(bias)));
+    args.emplace(DNNL_ARG_BIAS, memory(cached.bias, ctx.engine, const_cast<float*>(bias)));
   }
-  cached->primitive.execute(ctx.stream, args);
+  cached.primitive.execute(ctx.stream, args);
   ctx.stream.wait();
 }
 
@@ -181,6 +200,12 @@ void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::u
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
                                  std::int64_t M, std::int64_t K, std::int64_t N) {
   run(backward_weight_desc(M, K, N), dy, x, dw, nullptr, true);
+}
+
+std::size_t gemm_cache_size() {
+  auto& ctx = context();
+  std::lock_guard<std::mutex> lock(ctx.mutex);
+  return ctx.cache.size();
 }
 
 bool has_native_bf16() {

@@ -2,6 +2,7 @@
 // All matrices are row-major. Letters: M rows of activations, K input features, N outputs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace bertfit {
@@ -43,6 +44,11 @@ void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::
 // True when oneDNN runs bf16 products natively on this CPU (AVX512_BF16 or AMX); without it
 // bf16 would be emulated and slower than fp32, so callers fall back to fp32.
 bool has_native_bf16();
+
+// Primitives are cached per distinct product (shape, strides, dtype...), at most this many,
+// least recently used out; gemm_cache_size() is how many are held now.
+inline constexpr std::size_t kGemmCacheCapacity = 256;
+std::size_t gemm_cache_size();
 
 // Threads used by oneDNN follow OpenMP (base/parallel.h).
 

@@ -107,6 +107,31 @@ TEST(Gemm, LinearForwardAndBackward) {
   }
 }
 
+// Unpadded execution gives every batch its own token count: the primitive cache must stay
+// bounded across more distinct shapes than it holds, and a shape that was evicted must compute
+// correctly when it comes back.
+TEST(Gemm, PrimitiveCacheStaysBoundedAndEvictedShapesStayCorrect) {
+  std::mt19937 rng(3);
+  const std::int64_t K = 16, N = 8;
+  auto w = random_vec(N * K, rng);
+  auto check = [&](std::int64_t M) {
+    auto x = random_vec(M * K, rng);
+    std::vector<float> y(M * N), y_ref(M * N, 0.0f);
+    linear_forward(y.data(), x.data(), w.data(), nullptr, M, K, N);
+    MatmulDesc f{.M = M, .N = N, .K = K, .trans_b = true, .lda = K, .ldb = K, .ldc = N};
+    ref_matmul(f, x.data(), w.data(), y_ref.data(), nullptr);
+    expect_close(y, y_ref, K);
+  };
+  const auto shapes = static_cast<std::int64_t>(kGemmCacheCapacity) + 40;
+  for (std::int64_t M = 1; M <= shapes; ++M) {
+    check(M);
+    ASSERT_LE(gemm_cache_size(), kGemmCacheCapacity);
+  }
+  EXPECT_EQ(gemm_cache_size(), kGemmCacheCapacity);
+  check(1);  // evicted long ago (least recently used)
+  check(shapes);
+}
+
 TEST(Gemm, EmptyShapesDoNothing) {
   std::vector<float> y(4, 7.0f);
   linear_forward(y.data(), nullptr, nullptr, nullptr, 0, 5, 4);
