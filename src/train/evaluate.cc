@@ -11,7 +11,7 @@ namespace bertfit {
 
 std::vector<float> predict_logits(const BertModel& model, const float* params,
                                   const std::vector<EncodedExample>& examples, int batch_size,
-                                  int pad_to_multiple_of) {
+                                  int pad_to_multiple_of, Activations* scratch) {
   const int K = model.config().num_labels;
   const std::int64_t n = static_cast<std::int64_t>(examples.size());
   std::vector<std::int64_t> order(n);
@@ -20,7 +20,8 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
     return examples[a].ids.size() < examples[b].ids.size();
   });
   std::vector<float> logits(n * K);
-  Activations acts;
+  Activations own;
+  Activations& acts = scratch != nullptr ? *scratch : own;
   BatchOptions options;
   options.pad_to_multiple_of = pad_to_multiple_of;
   options.max_len = model.config().max_positions;

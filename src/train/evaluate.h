@@ -13,10 +13,11 @@
 namespace bertfit {
 
 // Logits (n,K) for every encoded example, batch_size at a time. Examples are batched in order
-// of length (less padding); the result is in the original order.
+// of length (less padding); the result is in the original order. `scratch`, if given, is used
+// for the activations (the trainer passes its own: evaluation then needs no memory of its own).
 std::vector<float> predict_logits(const BertModel& model, const float* params,
                                   const std::vector<EncodedExample>& examples, int batch_size,
-                                  int pad_to_multiple_of);
+                                  int pad_to_multiple_of, Activations* scratch = nullptr);
 
 // Class id (argmax) per row, or the single output for regression.
 std::vector<float> predictions_from_logits(const std::vector<float>& logits, int K,

@@ -68,11 +68,11 @@ void set_up_threads(const TrainOptions& o, const Communicator& comm) {
 // Evaluation split across ranks: each computes the logits of its contiguous slice; all gather.
 EvalResult distributed_eval(Communicator& comm, const BertModel& model, const float* params,
                             const std::vector<EncodedExample>& examples, const TaskInfo& task,
-                            const TrainOptions& o) {
+                            const TrainOptions& o, Activations& scratch) {
   ShardRange r = shard_range(static_cast<std::int64_t>(examples.size()), comm.rank(), comm.world());
   std::vector<EncodedExample> mine(examples.begin() + r.begin, examples.begin() + r.end);
   std::vector<float> logits =
-      predict_logits(model, params, mine, o.batch_size, o.pad_to_multiple_of);
+      predict_logits(model, params, mine, o.batch_size, o.pad_to_multiple_of, &scratch);
   if (comm.world() > 1) logits = comm.allgatherv(logits);
   return score_logits(logits, examples, task, model.config().num_labels);
 }
@@ -217,7 +217,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   TrainSummary summary;
   auto run_eval = [&](std::int64_t step, double epoch) {
     for (auto& [split, enc] : dev_enc) {
-      EvalResult r = distributed_eval(*comm, model, state.params.data(), enc, task, o);
+      EvalResult r = distributed_eval(*comm, model, state.params.data(), enc, task, o, acts);
       summary.dev_metrics = r.metrics;
       if (rank != 0) continue;
       nlohmann::json rec{{"step", step},
