@@ -1,6 +1,7 @@
 // Multi-head attention forward/backward on a fused QKV buffer, one (batch, head) pair per
-// task. Inner loops run over contiguous keys (scores against a transposed K or V copy) or
-// contiguous channels of a head (axpy into outputs), so they vectorise without reductions.
+// task. The five products per head (scores, P·V; dP, dV, dQ, dK) run through the
+// register-blocked small_gemm over strided views of the QKV rows; softmax, dropout and
+// dS = P ⊙ (dP - r) are row loops between them.
 // Dropout on the probabilities uses the counter-based mask of dropout.h.
 #include "kernels/attention.h"
 
@@ -12,6 +13,7 @@
 #include "base/check.h"
 #include "base/parallel.h"
 #include "kernels/dropout_internal.h"
+#include "kernels/small_gemm.h"
 #include "kernels/vmath.h"
 
 namespace bertfit {
@@ -84,114 +86,118 @@ Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* ma
               any_real};
 }
 
-void head_forward(float* out, float* probs, const Head& hd, Dropout drop, float sqrt_d,
-                  std::vector<float>& kt, std::vector<float>& q, std::vector<float>& s,
-                  std::vector<float>& o) {
-  const int T = hd.T, D = hd.D, K = hd.kend;
-  for (int j = 0; j < K; ++j) {
-    const float* kj = hd.k(j);
-    for (int d = 0; d < D; ++d) kt[static_cast<std::size_t>(d) * T + j] = kj[d];
-  }
+int round_up16(int n) { return (n + 15) / 16 * 16; }
+
+// Per-thread scratch of one (sequence, head) task. Column counts of key-indexed buffers are
+// rounded up to 16 (Kp) and the padding columns of kt / vt kept zero, so the products over keys
+// run on whole vectors.
+struct Scratch {
+  std::vector<float> qs;  // (T, D) q / √D
+  std::vector<float> kt;  // (D, Kp) kᵀ (forward) or vᵀ (backward)
+  std::vector<float> s;   // (T, Kp) scores (forward), dP then dS (backward)
+  std::vector<float> pd;  // (T, Kp) probabilities after dropout
+  Scratch(int T, int D)
+      : qs(static_cast<std::size_t>(T) * D),
+        kt(static_cast<std::size_t>(D) * round_up16(T)),
+        s(static_cast<std::size_t>(T) * round_up16(T)),
+        pd(static_cast<std::size_t>(T) * round_up16(T)) {}
+};
+
+void scaled_queries(const Head& hd, float sqrt_d, Scratch& sc) {
   for (int i = 0; i < hd.qend; ++i) {
     const float* qi = hd.q(i);
-    for (int d = 0; d < D; ++d) q[d] = qi[d] / sqrt_d;  // HF: q = q / math.sqrt(D)
-    std::fill(s.begin(), s.begin() + K, 0.0f);
-    for (int d = 0; d < D; ++d) {
-      const float qd = q[d];
-      const float* kd = kt.data() + static_cast<std::size_t>(d) * T;
-      for (int j = 0; j < K; ++j) s[j] += qd * kd[j];
-    }
-    float* pi = probs + static_cast<std::int64_t>(i) * T;
-    masked_softmax(pi, s.data(), hd.mask, K, hd.any_real);
-    std::fill(pi + K, pi + T, 0.0f);
-    std::fill(o.begin(), o.end(), 0.0f);
-    const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * T;
-    for (int j = 0; j < K; ++j) {
-      const float pd = drop.keep(i_row, j) ? pi[j] * drop.scale : 0.0f;
-      if (pd == 0.0f) continue;
-      const float* vj = hd.v(j);
-      for (int d = 0; d < D; ++d) o[d] += pd * vj[d];
-    }
-    float* oi = out + static_cast<std::int64_t>(i) * hd.C + hd.channel;
-    std::copy(o.begin(), o.end(), oi);
+    float* o = sc.qs.data() + static_cast<std::size_t>(i) * hd.D;
+    for (int d = 0; d < hd.D; ++d) o[d] = qi[d] / sqrt_d;  // HF: q = q / math.sqrt(D)
   }
 }
 
-struct BackwardScratch {
-  std::vector<float> vt, dk, dv, q, dq, dp, ds;
-  BackwardScratch(int T, int D)
-      : vt(static_cast<std::size_t>(D) * T),
-        dk(static_cast<std::size_t>(T) * D),
-        dv(static_cast<std::size_t>(T) * D),
-        q(D),
-        dq(D),
-        dp(T),
-        ds(T) {}
-};
+// kt (D, Kp) = rows [0, K) of x (k or v of this head) transposed, zero past K.
+template <class RowFn>
+void transpose_keys(const Head& hd, int Kp, RowFn row, Scratch& sc) {
+  const int K = hd.kend, D = hd.D;
+  for (int j = 0; j < K; ++j) {
+    const float* xj = row(j);
+    for (int d = 0; d < D; ++d) sc.kt[static_cast<std::size_t>(d) * Kp + j] = xj[d];
+  }
+  for (int d = 0; d < D; ++d) {
+    std::fill_n(sc.kt.data() + static_cast<std::size_t>(d) * Kp + K, Kp - K, 0.0f);
+  }
+}
+
+// pd (Q, Kp) = probs after dropout (probs · keep / (1-p)) for the query rows computed.
+void dropped_probs(const float* probs, const Head& hd, const Dropout& drop, int Kp, Scratch& sc) {
+  for (int i = 0; i < hd.qend; ++i) {
+    const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
+    float* o = sc.pd.data() + static_cast<std::size_t>(i) * Kp;
+    const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * hd.T;
+    for (int j = 0; j < hd.kend; ++j) o[j] = drop.keep(i_row, j) ? pi[j] * drop.scale : 0.0f;
+  }
+}
+
+// out: the first row of sequence b; probs: this head's (T,T) block.
+void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop, float sqrt_d,
+                  Scratch& sc) {
+  const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
+  const std::ptrdiff_t row = hd.row();
+  scaled_queries(hd, sqrt_d, sc);
+  transpose_keys(
+      hd, Kp, [&](int j) { return hd.k(j); }, sc);
+  // S (Q, Kp) = (q / √D) · kᵀ
+  detail::small_gemm(Q, Kp, D, 1.0f, sc.qs.data(), D, 1, sc.kt.data(), Kp, sc.s.data(), Kp, false);
+  for (int i = 0; i < Q; ++i) {
+    float* pi = probs + static_cast<std::int64_t>(i) * T;
+    masked_softmax(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd.mask, K, hd.any_real);
+    std::fill(pi + K, pi + T, 0.0f);
+  }
+  // out (Q, D) = dropout(P) · v
+  const float* p = probs;
+  std::ptrdiff_t ldp = T;
+  if (drop.active) {
+    dropped_probs(probs, hd, drop, Kp, sc);
+    p = sc.pd.data();
+    ldp = Kp;
+  }
+  detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), row, out + hd.channel, hd.C, false);
+}
 
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
-void head_backward(float* dqkv, const float* dout, const float* probs, const Head& hd, Dropout drop,
-                   float sqrt_d, BackwardScratch& sc) {
-  const int T = hd.T, D = hd.D, K = hd.kend;
-  for (int j = 0; j < K; ++j) {
-    const float* vj = hd.v(j);
-    for (int d = 0; d < D; ++d) sc.vt[static_cast<std::size_t>(d) * T + j] = vj[d];
+void head_backward(float* dqkv, const float* dout, const float* probs, const Head& hd,
+                   const Dropout& drop, float sqrt_d, Scratch& sc) {
+  const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
+  const std::ptrdiff_t row = hd.row();
+  const float* dO = dout + hd.channel;
+  scaled_queries(hd, sqrt_d, sc);
+  transpose_keys(
+      hd, Kp, [&](int j) { return hd.v(j); }, sc);
+  const float* p = probs;
+  std::ptrdiff_t ldp = T;
+  if (drop.active) {
+    dropped_probs(probs, hd, drop, Kp, sc);
+    p = sc.pd.data();
+    ldp = Kp;
   }
-  std::fill(sc.dk.begin(), sc.dk.begin() + static_cast<std::ptrdiff_t>(K) * D, 0.0f);
-  std::fill(sc.dv.begin(), sc.dv.begin() + static_cast<std::ptrdiff_t>(K) * D, 0.0f);
-  for (int i = 0; i < hd.qend; ++i) {
+  // dV (K, D) += dropout(P)ᵀ · dO
+  detail::small_gemm(K, D, Q, 1.0f, p, 1, ldp, dO, hd.C, dqkv + 2 * hd.C + hd.channel, row, true);
+  // dP_drop (Q, Kp) = dO · vᵀ
+  float* ds = sc.s.data();
+  detail::small_gemm(Q, Kp, D, 1.0f, dO, hd.C, 1, sc.kt.data(), Kp, ds, Kp, false);
+  // dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j;  dS = P ⊙ (dP - r)
+  for (int i = 0; i < Q; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * T;
-    const float* doi = dout + static_cast<std::int64_t>(i) * hd.C + hd.channel;
-    // dP_drop[j] = dO_i · v_j
-    float* dp = sc.dp.data();
-    std::fill(sc.dp.begin(), sc.dp.begin() + K, 0.0f);
-    for (int d = 0; d < D; ++d) {
-      const float g = doi[d];
-      const float* vd = sc.vt.data() + static_cast<std::size_t>(d) * T;
-      for (int j = 0; j < K; ++j) dp[j] += g * vd[j];
-    }
-    // dV_j += P_drop[i][j] · dO_i;  dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j
+    float* dsi = ds + static_cast<std::size_t>(i) * Kp;
     const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * T;
     double r = 0.0;
     for (int j = 0; j < K; ++j) {
-      const bool keep = drop.keep(i_row, j);
-      const float pd = keep ? pi[j] * drop.scale : 0.0f;
-      if (pd != 0.0f) {
-        float* dvj = sc.dv.data() + static_cast<std::size_t>(j) * D;
-        for (int d = 0; d < D; ++d) dvj[d] += pd * doi[d];
-      }
-      dp[j] = keep ? dp[j] * drop.scale : 0.0f;
-      r += static_cast<double>(dp[j]) * pi[j];
+      dsi[j] = drop.keep(i_row, j) ? dsi[j] * drop.scale : 0.0f;
+      r += static_cast<double>(dsi[j]) * pi[j];
     }
     const float rf = static_cast<float>(r);
-    for (int j = 0; j < K; ++j) sc.ds[j] = pi[j] * (dp[j] - rf);  // dS = P ⊙ (dP - r)
-    // dQ_i += (dS_i · K) / √D;  dK_j += dS_ij · (q_i / √D)
-    const float* qi = hd.q(i);
-    for (int d = 0; d < D; ++d) sc.q[d] = qi[d] / sqrt_d;
-    std::fill(sc.dq.begin(), sc.dq.end(), 0.0f);
-    for (int j = 0; j < K; ++j) {
-      const float dsj = sc.ds[j];
-      if (dsj == 0.0f) continue;
-      const float* kj = hd.k(j);
-      float* dkj = sc.dk.data() + static_cast<std::size_t>(j) * D;
-      for (int d = 0; d < D; ++d) {
-        sc.dq[d] += dsj * kj[d];
-        dkj[d] += dsj * sc.q[d];
-      }
-    }
-    float* dqi = dqkv + i * hd.row() + hd.channel;
-    for (int d = 0; d < D; ++d) dqi[d] += sc.dq[d] / sqrt_d;
+    for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
   }
-  for (int j = 0; j < K; ++j) {
-    float* dkj = dqkv + j * hd.row() + hd.C + hd.channel;
-    float* dvj = dkj + hd.C;
-    const float* sk = sc.dk.data() + static_cast<std::size_t>(j) * D;
-    const float* sv = sc.dv.data() + static_cast<std::size_t>(j) * D;
-    for (int d = 0; d < D; ++d) {
-      dkj[d] += sk[d];
-      dvj[d] += sv[d];
-    }
-  }
+  // dQ (Q, D) += dS · k / √D;  dK (K, D) += dSᵀ · (q / √D)
+  detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), row, dqkv + hd.channel, row, true);
+  detail::small_gemm(K, D, Q, 1.0f, ds, 1, Kp, sc.qs.data(), D, dqkv + hd.C + hd.channel, row,
+                     true);
 }
 
 void check_shape(const AttentionShape& s) {
@@ -209,15 +215,14 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    std::vector<float> kt(static_cast<std::size_t>(D) * s.T), q(D), sc(s.T), o(D);
+    Scratch sc(s.T, D);
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
       const Head hd = make_head(s, qkv, mask, b, h);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
       head_forward(out + static_cast<std::int64_t>(b) * s.T * s.C,
-                   probs + static_cast<std::int64_t>(task) * s.T * s.T, hd, drop, sqrt_d, kt, q, sc,
-                   o);
+                   probs + static_cast<std::int64_t>(task) * s.T * s.T, hd, drop, sqrt_d, sc);
     }
   });
 }
@@ -230,7 +235,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    BackwardScratch sc(s.T, D);
+    Scratch sc(s.T, D);
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
       const Head hd = make_head(s, qkv, mask, b, h);
