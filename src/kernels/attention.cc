@@ -79,10 +79,12 @@ Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* ma
   while (kend > 0 && m[kend - 1] == 0) --kend;
   const bool any_real = kend > 0;
   if (!any_real) kend = s.T;  // uniform rows over every key
+  int qend = s.skip_padding_queries ? kend : s.T;
+  if (s.max_queries > 0) qend = std::min(qend, s.max_queries);
   return Head{s.T,     s.C,
               D,       qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C,
               m,       static_cast<std::int64_t>(h) * D,
-              kend,    s.skip_padding_queries ? kend : s.T,
+              kend,    qend,
               any_real};
 }
 
@@ -201,8 +203,8 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
 }
 
 void check_shape(const AttentionShape& s) {
-  CHECK(s.B >= 0 && s.T > 0 && s.H > 0 && s.C > 0 && s.C % s.H == 0, "B ", s.B, " T ", s.T, " C ",
-        s.C, " H ", s.H);
+  CHECK(s.B >= 0 && s.T > 0 && s.H > 0 && s.C > 0 && s.C % s.H == 0 && s.max_queries >= 0, "B ",
+        s.B, " T ", s.T, " C ", s.C, " H ", s.H, " max_queries ", s.max_queries);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ struct AttentionShape {
   // because the caller discards them. Keys after the last real token are skipped always:
   // their probability is exactly 0, so skipping them changes nothing.
   bool skip_padding_queries = false;
+  // Only query rows [0, max_queries) of each sequence are computed (0: all), as for
+  // skip_padding_queries. A classifier reading only the first token ([CLS]) of the last layer
+  // needs that layer's attention for query row 0 alone.
+  int max_queries = 0;
 };
 
 // qkv: (B,T,3C) rows laid out [q(C) | k(C) | v(C)], head h at channels [h·D, (h+1)·D).

@@ -236,6 +236,41 @@ TEST(Attention, SkippingPaddingQueriesChangesNoRealRow) {
   }
 }
 
+// A classifier's last layer: with max_queries = 1 only each sequence's first query row is
+// computed; it is bit for bit the full computation's, and so is the whole gradient when only
+// first rows carry an output gradient.
+TEST(Attention, FirstQueryRowOnlyMatchesTheFullComputation) {
+  for (float p : {0.0f, 0.1f}) {
+    for (bool skip_padding : {false, true}) {
+      AttentionShape s{3, 12, 16, 2};
+      s.skip_padding_queries = skip_padding;
+      Data x(s, p, 11);
+      for (int b = 0; b < s.B; ++b)
+        for (int t = 1; t < s.T; ++t)
+          for (int c = 0; c < s.C; ++c)
+            x.dout[(static_cast<std::int64_t>(b) * s.T + t) * s.C + c] = 0;
+      const std::int64_t nprobs = static_cast<std::int64_t>(s.B) * s.H * s.T * s.T;
+      FloatView out_full(x.dout.size()), probs_full(nprobs), d_full(x.qkv.size());
+      FloatView out_one(x.dout.size()), probs_one(nprobs), d_one(x.qkv.size());
+      attention_forward(out_full.data(), probs_full.data(), x.qkv.data(), x.mask.data(), s, p,
+                        kKey);
+      attention_backward(d_full.data(), x.dout.data(), x.qkv.data(), probs_full.data(),
+                         x.mask.data(), s, p, kKey);
+      AttentionShape one = s;
+      one.max_queries = 1;
+      attention_forward(out_one.data(), probs_one.data(), x.qkv.data(), x.mask.data(), one, p,
+                        kKey);
+      attention_backward(d_one.data(), x.dout.data(), x.qkv.data(), probs_one.data(), x.mask.data(),
+                         one, p, kKey);
+      for (int b = 0; b < s.B; ++b) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * s.T;
+        for (int c = 0; c < s.C; ++c) ASSERT_EQ(out_one[row * s.C + c], out_full[row * s.C + c]);
+      }
+      for (std::int64_t i = 0; i < x.qkv.size(); ++i) ASSERT_EQ(d_one[i], d_full[i]) << i;
+    }
+  }
+}
+
 TEST(Attention, IndependentOfThreadCount) {
   const AttentionShape s{2, 9, 24, 3};
   Data x(s, 0.2f, 8);

@@ -55,6 +55,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(l.rstd2, rows);
     grow(l.out, rows * C);
   }
+  grow(first_x, nb * C);
   grow(cls, nb * C);
   grow(pre, nb * C);
   grow(pre_drop, nb * C);
@@ -103,6 +104,8 @@ void Activations::layout_tokens(const std::int32_t* input_ids, const std::int32_
   types.resize(N);
   positions.resize(N);
   cls_rows.assign(B, -1);
+  first_rows.resize(B);
+  for (int b = 0; b < B; ++b) first_rows[b] = std::int64_t{b} * T;
   for (std::int64_t r = 0; r < N; ++r) {
     const std::int64_t p = token_rows[r];
     ids[r] = input_ids[p];

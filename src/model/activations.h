@@ -48,12 +48,17 @@ struct Activations {
   AlignedBuffer<float> x0;                  // (N,C) embeddings after LayerNorm and dropout
   std::vector<LayerActivations> layers;     // (L)
   std::vector<std::int64_t> cls_rows;       // (B) row of each sequence's first token
-  AlignedBuffer<float> cls;                 // (B,C) last hidden state at [CLS]
-  AlignedBuffer<float> pre;                 // (B,C) pre_classifier / pooler output after ReLU/tanh
-  AlignedBuffer<float> pre_drop;            // (B,C) the same after dropout
-  AlignedBuffer<float> logits;              // (B,K)
-  AlignedBuffer<float> probs;               // (B,K) softmax of logits (classification)
-  AlignedBuffer<float> dlogits;             // (B,K) gradient of the loss w.r.t. the logits
+  // Last layer on first tokens only (ModelInput::full_last_layer false): its rows after
+  // attention are the B first tokens, in sequence order.
+  bool cls_only = false;
+  std::vector<std::int64_t> first_rows;  // (B) padded row b·T of each sequence's first token
+  AlignedBuffer<float> first_x;          // (B,C) the last layer's input at those rows
+  AlignedBuffer<float> cls;              // (B,C) last hidden state at [CLS]
+  AlignedBuffer<float> pre;              // (B,C) pre_classifier / pooler output after ReLU/tanh
+  AlignedBuffer<float> pre_drop;         // (B,C) the same after dropout
+  AlignedBuffer<float> logits;           // (B,K)
+  AlignedBuffer<float> probs;            // (B,K) softmax of logits (classification)
+  AlignedBuffer<float> dlogits;          // (B,K) gradient of the loss w.r.t. the logits
 
   // Backward scratch, reused by every layer.
   AlignedBuffer<float> d_out, d_in;    // (N,C) gradient w.r.t. a layer's output / input
@@ -81,7 +86,8 @@ struct Activations {
   void layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,
                      const std::int32_t* attention_mask, bool unpadded);
 
-  // Hidden state after layer l (0 = embeddings output), (N,C).
+  // Hidden state after layer l (0 = embeddings output), (N,C); after the last layer only B rows
+  // (the first tokens) unless the forward ran with ModelInput::full_last_layer.
   const float* hidden(int l) const { return l == 0 ? x0.data() : layers[l - 1].out.data(); }
 
  private:

@@ -150,46 +150,65 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   dropout_forward(a.x0.data(), a.x0.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
 
   const AttentionShape shape{B, T, C, c.heads, /*skip_padding_queries=*/a.packed};
+  a.cls_only = !in.full_last_layer;
   const float* x = a.x0.data();
   for (int l = 0; l < c.layers; ++l) {
     LayerActivations& s = a.layers[l];
     const auto w = layer_tensors(lay, params, l);
     const auto wb =
         layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
+    // Only the first tokens of the last layer reach the head (a.cls_only): its attention
+    // computes query row 0 of each sequence, and the rest of the layer runs on those M = B rows.
+    const bool first_only = a.cls_only && l == c.layers - 1;
     // Self-attention block: r1 = x + Drop(Attn(x)·Woᵀ + bo); h1 = LN1(r1).
     linear.forward(s.qkv.data(), x, s.x_bf16.data(), w.qkv_w, wb.qkv_w, w.qkv_b, N, C, 3 * C);
     if (a.packed) unpack_rows(s.qkv.data(), a.token_rows.data(), N, padded, 3 * C);
-    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, shape, p_attn,
-                      key(l, kSiteAttentionProbs));
-    if (a.packed) pack_rows(s.att.data(), a.token_rows.data(), N, C);
-    linear.forward(s.res1.data(), s.att.data(), s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, N, C, C);
-    if (bert) {
-      dropout_forward(s.res1.data(), s.res1.data(), N * C, p_hidden, key(l, kSiteAttentionOutput));
+    AttentionShape layer_shape = shape;
+    if (first_only) layer_shape.max_queries = 1;
+    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, layer_shape,
+                      p_attn, key(l, kSiteAttentionProbs));
+    std::int64_t M = N;
+    const float* xr = x;  // the residual input, (M,C)
+    if (first_only) {
+      M = B;
+      pack_rows(s.att.data(), a.first_rows.data(), B, C);
+      gather_rows(a.first_x.data(), x, a.cls_rows.data(), B, C);
+      xr = a.first_x.data();
+    } else if (a.packed) {
+      pack_rows(s.att.data(), a.token_rows.data(), N, C);
     }
-    add_forward(s.res1.data(), s.res1.data(), x, N * C);
+    linear.forward(s.res1.data(), s.att.data(), s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, M, C, C);
+    if (bert) {
+      dropout_forward(s.res1.data(), s.res1.data(), M * C, p_hidden, key(l, kSiteAttentionOutput));
+    }
+    add_forward(s.res1.data(), s.res1.data(), xr, M * C);
     layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w, w.ln1_b,
-                      N, C, eps);
+                      M, C, eps);
     // Feed-forward block: r2 = h1 + Drop(act(h1·W1ᵀ + b1)·W2ᵀ + b2); out = LN2(r2).
-    linear.forward(s.ff1.data(), s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, w.ff1_b, N, C,
+    linear.forward(s.ff1.data(), s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, w.ff1_b, M, C,
                    I);
     if (bf16) {
       // The activation feeds only the bf16 product (and its weight gradient): written as bf16
       // directly, no fp32 copy (backward needs only ff1).
-      activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1.data(), N * I);
-      linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, N, I, C);
+      activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1.data(), M * I);
+      linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, M, I, C);
     } else {
-      activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), N * I);
-      linear.forward(s.res2.data(), s.act.data(), nullptr, w.ff2_w, nullptr, w.ff2_b, N, I, C);
+      activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), M * I);
+      linear.forward(s.res2.data(), s.act.data(), nullptr, w.ff2_w, nullptr, w.ff2_b, M, I, C);
     }
-    dropout_forward(s.res2.data(), s.res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
-    add_forward(s.res2.data(), s.res2.data(), s.h1.data(), N * C);
+    dropout_forward(s.res2.data(), s.res2.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
+    add_forward(s.res2.data(), s.res2.data(), s.h1.data(), M * C);
     layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b,
-                      N, C, eps);
+                      M, C, eps);
     x = s.out.data();
   }
 
   // Head on the first token of each sequence.
-  gather_rows(a.cls.data(), x, a.cls_rows.data(), B, C);
+  if (a.cls_only) {
+    std::memcpy(a.cls.data(), x, sizeof(float) * B * C);  // the last layer ran on those rows
+  } else {
+    gather_rows(a.cls.data(), x, a.cls_rows.data(), B, C);
+  }
   linear.forward(a.pre.data(), a.cls.data(), a.cls_bf16.data(), P(Role::kPreW),
                  bf16 ? W(Role::kPreW) : nullptr, P(Role::kPreB), B, C, C);
   activation_forward(bert ? ActKind::kTanh : ActKind::kRelu, a.pre.data(), a.pre.data(),
@@ -263,8 +282,13 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   linear.backward(a.d_cls.data(), G(Role::kPreW), G(Role::kPreB), a.d_pre_drop.data(), dy_bf16,
                   a.cls.data(), a.cls_bf16.data(), P(Role::kPreW), W(Role::kPreW), B, C, C);
   ready(lay.layer_begin(c.layers));
-  zero(a.d_out, N * C);
-  scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, C);
+  if (a.cls_only) {
+    std::memcpy(a.d_out.data(), a.d_cls.data(),
+                sizeof(float) * BC);  // (B,C): the last layer's rows
+  } else {
+    zero(a.d_out, N * C);
+    scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, C);
+  }
 
   const AttentionShape shape{B, T, C, c.heads, /*skip_padding_queries=*/a.packed};
   for (int l = c.layers - 1; l >= 0; --l) {
@@ -274,52 +298,63 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     const auto wb =
         layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
     const auto g = layer_tensors(lay, grads, l);
+    const bool first_only = a.cls_only && l == c.layers - 1;
+    const std::int64_t M = first_only ? B : N;  // rows after attention (see forward)
     // out = LN2(r2)
-    zero(a.d_res2, N * C);
+    zero(a.d_res2, M * C);
     layernorm_backward(a.d_res2.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(), w.ln2_w,
-                       s.mean2.data(), s.rstd2.data(), N, C);
+                       s.mean2.data(), s.rstd2.data(), M, C);
     ready(lay.offset(Role::kLn2W, l));
     // r2 = h1 + Drop(f2): d_h1 starts as d_r2; d_f2 = Drop'(d_r2)
-    std::memcpy(a.d_h1.data(), a.d_res2.data(), N * C * sizeof(float));
-    zero(a.d_ff2, N * C);
-    dropout_backward(a.d_ff2.data(), a.d_res2.data(), N * C, p_hidden, key(l, kSiteFfnOutput));
+    std::memcpy(a.d_h1.data(), a.d_res2.data(), M * C * sizeof(float));
+    zero(a.d_ff2, M * C);
+    dropout_backward(a.d_ff2.data(), a.d_res2.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
     // f2 = act·W2ᵀ + b2
-    zero(a.d_act, N * I);
+    zero(a.d_act, M * I);
     linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
-                    bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, N, I, C);
+                    bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, M, I, C);
     ready(lay.offset(Role::kFf2W, l));
     // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
     // (y > 0 exactly when x > 0, NaN included), so bf16 (no fp32 output kept) passes ff1.
-    zero(a.d_ff1, N * I);
+    zero(a.d_ff1, M * I);
     activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
-                        bf16 ? s.ff1.data() : s.act.data(), N * I);
+                        bf16 ? s.ff1.data() : s.act.data(), M * I);
     // ff1 = h1·W1ᵀ + b1
     linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
-                    s.h1_bf16.data(), w.ff1_w, wb.ff1_w, N, C, I);
+                    s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
     ready(lay.offset(Role::kFf1W, l));
     // h1 = LN1(r1)
-    zero(a.d_res1, N * C);
+    zero(a.d_res1, M * C);
     layernorm_backward(a.d_res1.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(), w.ln1_w,
-                       s.mean1.data(), s.rstd1.data(), N, C);
+                       s.mean1.data(), s.rstd1.data(), M, C);
     ready(lay.offset(Role::kLn1W, l));
     // r1 = x + Drop(att·Woᵀ + bo): d_x starts as d_r1
-    std::memcpy(a.d_in.data(), a.d_res1.data(), N * C * sizeof(float));
+    std::memcpy(a.d_in.data(), a.d_res1.data(), M * C * sizeof(float));
     const float* d_proj = a.d_res1.data();
     if (bert) {
-      zero(a.d_att_proj, N * C);
-      dropout_backward(a.d_att_proj.data(), a.d_res1.data(), N * C, p_hidden,
+      zero(a.d_att_proj, M * C);
+      dropout_backward(a.d_att_proj.data(), a.d_res1.data(), M * C, p_hidden,
                        key(l, kSiteAttentionOutput));
       d_proj = a.d_att_proj.data();
     }
-    zero(a.d_att, N * C);
+    zero(a.d_att, M * C);
     linear.backward(a.d_att.data(), g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(), s.att_bf16.data(),
-                    w.o_w, wb.o_w, N, C, C);
+                    w.o_w, wb.o_w, M, C, C);
     ready(lay.offset(Role::kOW, l));
     // att = Attn(qkv), on the padded layout
-    if (a.packed) unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
+    AttentionShape layer_shape = shape;
+    if (first_only) {
+      layer_shape.max_queries = 1;
+      // The B rows back to the token rows: d_att to the padded first rows, the residual's
+      // gradient d_in to the first tokens' rows (zero elsewhere).
+      unpack_rows(a.d_att.data(), a.first_rows.data(), B, padded, C);
+      unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
+    } else if (a.packed) {
+      unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
+    }
     zero(a.d_qkv, padded * 3 * C);
     attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(),
-                       in.attention_mask, shape, p_attn, key(l, kSiteAttentionProbs));
+                       in.attention_mask, layer_shape, p_attn, key(l, kSiteAttentionProbs));
     if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
     // qkv = x·Wqkvᵀ + bqkv
     linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),

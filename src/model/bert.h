@@ -25,6 +25,11 @@ struct ModelInput {
   // rows reach the head); the hidden states then hold only the real tokens' rows. Dropout
   // masks are keyed by row, so with dropout on the two modes draw different masks.
   bool unpadded = true;
+  // The head reads only each sequence's first token ([CLS]) of the last layer, so by default
+  // that layer's attention computes query row 0 alone and everything after it runs on those B
+  // rows: the logits, loss and gradients are unchanged, and about 5/6 of the last layer's work is
+  // skipped. true computes the last layer for every token (its hidden states are then complete).
+  bool full_last_layer = false;
 };
 
 // Dropout is active when train is true; each site's mask is keyed by (seed, step, micro,

@@ -98,7 +98,7 @@ class Golden : public ::testing::TestWithParam<std::string> {
   }
 
   void check_trajectory(const struct TrajectoryBounds& bounds);
-  void check_gradients(bool unpadded);
+  void check_gradients(bool unpadded, bool full_last_layer);
 
   ModelState state_;
   std::unique_ptr<SafetensorsFile> golden_;
@@ -112,6 +112,7 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
   Activations acts;
   ModelInput in = slice(batch_, 0, batch_.B);
   in.unpadded = false;
+  in.full_last_layer = true;  // the last layer's hidden states of every token too
   model.forward(state_.params.data(), in, DropoutState{}, acts);
   auto logits = read_tensor(*golden_, "eval.logits");
   EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
@@ -119,6 +120,9 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
     EXPECT_LT(rel_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
   }
+  in.full_last_layer = false;  // the default: the last layer on the [CLS] rows only
+  model.forward(state_.params.data(), in, DropoutState{}, acts);
+  EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4) << "last layer on [CLS] rows only";
   in.unpadded = true;
   model.forward(state_.params.data(), in, DropoutState{}, acts);
   ASSERT_TRUE(acts.packed) << "the golden batch has padding";
@@ -127,20 +131,25 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
 }
 
 // Both padded and unpadded execution against HF's (padded) computation.
+// The default runs the last layer on the [CLS] rows only; full_last_layer on every row.
 TEST_P(Golden, TrainLossAndEveryGradient) {
   for (bool unpadded : {false, true}) {
-    SCOPED_TRACE(unpadded ? "unpadded" : "padded");
-    check_gradients(unpadded);
+    for (bool full_last_layer : {false, true}) {
+      SCOPED_TRACE(std::string(unpadded ? "unpadded" : "padded") +
+                   (full_last_layer ? ", full last layer" : ", last layer on [CLS] rows"));
+      check_gradients(unpadded, full_last_layer);
+    }
   }
 }
 
-void Golden::check_gradients(bool unpadded) {
+void Golden::check_gradients(bool unpadded, bool full_last_layer) {
   ModelConfig config = no_dropout();
   BertModel model(config, state_.layout);
   Activations acts;
   DropoutState train{.train = true, .seed = 1};
   ModelInput in = slice(batch_, 0, batch_.B);
   in.unpadded = unpadded;
+  in.full_last_layer = full_last_layer;
   model.forward(state_.params.data(), in, train, acts);
   double loss = model.loss(batch_.labels.data(), 1.0f, acts);
   EXPECT_LT(rel_err(acts.logits.data(), read_tensor(*golden_, "train.logits")), 1e-4);
@@ -284,6 +293,7 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   Activations acts;
   ModelInput padded = slice(batch_, 0, batch_.B);
   padded.unpadded = false;  // hidden states of every row, as HF's
+  padded.full_last_layer = true;
   eval_model.forward(state_.params.data(), padded, DropoutState{}, acts);
   double worst = rel_err(acts.logits.data(), read_tensor(*golden_, "eval.logits"));
   EXPECT_LT(worst, 1e-2);
