@@ -23,10 +23,11 @@ using Dims = memory::dims;
 struct Key {
   MatmulDesc d;
   bool bias;
-  bool bf16;  // a and b are bf16 (c stays fp32)
+  bool bf16;      // a and b are bf16
+  bool bf16_out;  // c is bf16 (rounded to nearest even from the fp32 accumulation)
   auto tie() const {
     return std::tie(d.batch, d.M, d.N, d.K, d.trans_a, d.trans_b, d.lda, d.ldb, d.ldc, d.stride_a,
-                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16);
+                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -71,7 +72,8 @@ Cached make_primitive(const Key& key) {
   const auto in_type = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a, in_type);
   c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b, in_type);
-  c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c);
+  c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c,
+                key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32);
   if (key.bias) c.bias = memory::desc({1, 1, d.N}, memory::data_type::f32, Dims{d.N, d.N, 1});
   dnnl::primitive_attr attr;
   if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
@@ -87,12 +89,12 @@ Cached make_primitive(const Key& key) {
   return c;
 }
 
-void run(const MatmulDesc& d, const void* a, const void* b, float* c, const float* bias,
-         bool bf16 = false) {
+void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float* bias,
+         bool bf16 = false, bool bf16_out = false) {
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
-  Key key{d, bias != nullptr, bf16};
+  Key key{d, bias != nullptr, bf16, bf16_out};
   Cached cached;  // a copy (handles): another thread may evict the entry meanwhile
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
@@ -190,6 +192,11 @@ void linear_backward_weight(float* dw, const float* dy, const float* x, std::int
 void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* w,
                          const float* bias, std::int64_t M, std::int64_t K, std::int64_t N) {
   run(forward_desc(M, K, N), x, w, y, bias, true);
+}
+
+void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const std::uint16_t* w,
+                             const float* bias, std::int64_t M, std::int64_t K, std::int64_t N) {
+  run(forward_desc(M, K, N), x, w, y, bias, true, true);
 }
 
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,

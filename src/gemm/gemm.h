@@ -36,6 +36,10 @@ void matmul(const MatmulDesc& d, const float* a, const float* b, float* c);
 // with fp32 accumulation and fp32 output, the same shapes and semantics as the fp32 versions.
 void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* w,
                          const float* bias, std::int64_t M, std::int64_t K, std::int64_t N);
+// The same with a bf16 output y = bf16(x·wᵀ + b), rounded to nearest even once from the fp32
+// sum: for a product whose output only feeds bf16 consumers (half the bytes written and kept).
+void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const std::uint16_t* w,
+                             const float* bias, std::int64_t M, std::int64_t K, std::int64_t N);
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,
                                 std::int64_t M, std::int64_t K, std::int64_t N);
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,

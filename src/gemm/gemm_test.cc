@@ -167,6 +167,14 @@ TEST(Gemm, Bf16LinearMatchesFp32OfRoundedInputs) {
     linear_forward_bf16(y.data(), xb.data(), wb.data(), bias.data(), M, K, N);
     linear_forward(y_ref.data(), x.data(), w.data(), bias.data(), M, K, N);
     expect_close(y, y_ref, K);
+    // bf16 output: the fp32 result rounded once. The two computations may sum in different
+    // orders, so allow one bf16 step where the fp32 sums straddle a rounding boundary.
+    std::vector<std::uint16_t> yb(M * N);
+    linear_forward_bf16_out(yb.data(), xb.data(), wb.data(), bias.data(), M, K, N);
+    for (int i = 0; i < M * N; ++i) {
+      const float got = bf16_to_f32(yb[i]), want = y[i];
+      EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -8) + 1e-6f * K) << i;
+    }
     auto dx = random_vec(M * K, rng);
     auto dx_ref = dx;
     linear_backward_input_bf16(dx.data(), dyb.data(), wb.data(), M, K, N);

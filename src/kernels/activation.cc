@@ -4,6 +4,7 @@
 #include "kernels/activation.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "base/check.h"
 #include "base/parallel.h"
@@ -78,6 +79,13 @@ void tanh_bwd(float* dx, const float* dout, const float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dx[i] += dout[i] * (1.0f - y[i] * y[i]);
 }
 
+// bf16 (upper 16 bits of a float) to fp32, exactly.
+void widen_bf16(float* out, const std::uint16_t* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(x[i]) << 16);
+  }
+}
+
 void forward_span(ActKind kind, float* out, const float* x, std::int64_t n) {
   switch (kind) {
     case ActKind::kGelu:
@@ -117,6 +125,21 @@ void activation_forward_bf16(ActKind kind, std::uint16_t* out, const float* x, s
   });
 }
 
+void activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16_t* x,
+                             std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
+    constexpr std::int64_t kChunk = 2048;
+    alignas(64) float in[kChunk], chunk[kChunk];
+    for (std::int64_t i = b; i < e; i += kChunk) {
+      const std::int64_t m = std::min(kChunk, e - i);
+      widen_bf16(in, x + i, m);
+      forward_span(kind, chunk, in, m);
+      cast_f32_to_bf16(out + i, chunk, m);
+    }
+  });
+}
+
 void activation_backward(ActKind kind, float* dx, const float* dout, const float* x, const float* y,
                          std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
@@ -137,6 +160,36 @@ void activation_backward(ActKind kind, float* dx, const float* dout, const float
       case ActKind::kTanh:
         tanh_bwd(dx + b, dout + b, y + b, e - b);
         break;
+    }
+  });
+}
+
+void activation_backward_bf16_input(ActKind kind, float* dx, const float* dout,
+                                    const std::uint16_t* x, std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  CHECK(kind != ActKind::kTanh, "tanh's backward reads its output, not a bf16 input");
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
+    // Through L1-sized chunks: the widened input, and the gradient accumulated into zeros (the
+    // same roundings as activation_backward into a zeroed dx) before it overwrites dx.
+    constexpr std::int64_t kChunk = 2048;
+    alignas(64) float in[kChunk], g[kChunk];
+    for (std::int64_t i = b; i < e; i += kChunk) {
+      const std::int64_t m = std::min(kChunk, e - i);
+      widen_bf16(in, x + i, m);
+      std::fill_n(g, m, 0.0f);
+      switch (kind) {
+        case ActKind::kGelu:
+          gelu_bwd(g, dout + i, in, m);
+          break;
+        case ActKind::kGeluNew:
+          gelu_new_bwd(g, dout + i, in, m);
+          break;
+        case ActKind::kRelu:
+        case ActKind::kTanh:
+          relu_bwd(g, dout + i, in, m);  // x > 0 exactly where relu(x) > 0
+          break;
+      }
+      std::copy_n(g, m, dx + i);
     }
   });
 }

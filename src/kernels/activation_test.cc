@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -158,6 +159,38 @@ TEST(Activation, Bf16OutputIsTheCastOfTheFp32Output) {
       cast_f32_to_bf16(want.data(), y.data(), n);
       activation_forward_bf16(kind, got.data(), x.data(), n);
       EXPECT_EQ(got, want) << name(kind) << " n=" << n;
+    }
+  }
+}
+
+// From a bf16 input: bit for bit the fp32 kernels on the exactly widened input.
+TEST(Activation, Bf16InputIsTheFp32KernelOnTheWidenedInput) {
+  for (ActKind kind : {ActKind::kGelu, ActKind::kGeluNew, ActKind::kRelu}) {
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2049}, std::int64_t{100003}}) {
+      Rng rng(n + 11);
+      FloatView x(n), dout(n), y(n), dx_want(n), dx_got(n);
+      x.fill_uniform(rng, -6, 6);
+      dout.fill_uniform(rng, -1, 1);
+      dx_want.fill_uniform(rng, -1, 1);
+      std::vector<std::uint16_t> xb(n), want(n), got(n);
+      cast_f32_to_bf16(xb.data(), x.data(), n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(xb[i]) << 16);
+        dx_got[i] = dx_want[i];
+      }
+      activation_forward(kind, y.data(), x.data(), n);
+      cast_f32_to_bf16(want.data(), y.data(), n);
+      activation_forward_bf16(kind, got.data(), xb.data(), n);
+      EXPECT_EQ(got, want) << name(kind) << " n=" << n;
+      // Overwrites (the fp32 kernel accumulates: into zeros here), also in place.
+      for (std::int64_t i = 0; i < n; ++i) dx_want[i] = 0.0f;
+      activation_backward(kind, dx_want.data(), dout.data(), x.data(), y.data(), n);
+      activation_backward_bf16_input(kind, dx_got.data(), dout.data(), xb.data(), n);
+      EXPECT_EQ(0, std::memcmp(dx_got.data(), dx_want.data(), sizeof(float) * n))
+          << name(kind) << " n=" << n;
+      activation_backward_bf16_input(kind, dout.data(), dout.data(), xb.data(), n);
+      EXPECT_EQ(0, std::memcmp(dout.data(), dx_want.data(), sizeof(float) * n))
+          << name(kind) << " n=" << n << " in place";
     }
   }
 }

@@ -16,15 +16,16 @@ void grow(AlignedBuffer<T>& b, std::int64_t n) {
 }  // namespace
 
 void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training, bool bf16,
-                         std::int64_t params_total) {
+                         std::int64_t params_total, bool keep_hidden) {
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
   const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
+  const bool need_f32 = !bf16, need_hidden = !bf16 || keep_hidden;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
-      (training_ || !for_training) && (bf16_ || !bf16) && (bf16 || act_rows_ >= N) &&
-      static_cast<int>(layers.size()) == c.layers) {
+      (training_ || !for_training) && (bf16_ || !bf16) && (!need_f32 || f32_rows_ >= N) &&
+      (!need_hidden || hidden_rows_ >= N) && static_cast<int>(layers.size()) == c.layers) {
     return;
   }
   capacity_rows_ = std::max(capacity_rows_, N);
@@ -33,27 +34,30 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   training_ = training_ || for_training;
   bf16_ = bf16_ || bf16;
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
-  if (!bf16) act_rows_ = rows;
+  if (need_f32) f32_rows_ = rows;
+  if (need_hidden) hidden_rows_ = rows;
 
   grow(emb, rows * C);
   grow(emb_mean, rows);
   grow(emb_rstd, rows);
-  grow(x0, rows * C);
+  if (need_hidden) grow(x0, rows * C);
   layers.resize(c.layers);
   for (auto& l : layers) {
     grow(l.qkv, rows * 3 * C);
     grow(l.probs, capacity_attn_);
-    grow(l.att, rows * C);
     grow(l.res1, rows * C);
     grow(l.mean1, rows);
     grow(l.rstd1, rows);
-    grow(l.h1, rows * C);
-    grow(l.ff1, rows * I);
-    if (!bf16) grow(l.act, rows * I);
     grow(l.res2, rows * C);
     grow(l.mean2, rows);
     grow(l.rstd2, rows);
-    grow(l.out, rows * C);
+    if (need_f32) {
+      grow(l.att, rows * C);
+      grow(l.h1, rows * C);
+      grow(l.ff1, rows * I);
+      grow(l.act, rows * I);
+    }
+    if (need_hidden) grow(l.out, rows * C);
   }
   grow(first_x, nb * C);
   grow(cls, nb * C);
@@ -67,17 +71,20 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(*b, rows * C);
     }
     grow(d_act, rows * I);
-    grow(d_ff1, rows * I);
+    if (need_f32) grow(d_ff1, rows * I);  // bf16 computes it in place over d_act
     grow(d_qkv, rows * 3 * C);
     for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
   }
   if (bf16_) {
     grow(weights_bf16, params_total);
+    grow(shared_hidden, rows * C);
+    grow(shared_att, rows * C);
     for (auto& l : layers) {
       grow(l.x_bf16, rows * C);
       grow(l.att_bf16, rows * C);
       grow(l.h1_bf16, rows * C);
       grow(l.act_bf16, rows * I);
+      grow(l.ff1_bf16, rows * I);
     }
     grow(cls_bf16, nb * C);
     grow(pre_bf16, nb * C);

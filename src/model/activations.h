@@ -20,20 +20,22 @@ namespace bertfit {
 struct LayerActivations {
   AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections
   AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout
-  AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated
+  AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated (fp32 only)
   AlignedBuffer<float> res1;          // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
   AlignedBuffer<float> mean1, rstd1;  // (N)
-  AlignedBuffer<float> h1;            // (N,C) LayerNorm 1 output
-  AlignedBuffer<float> ff1;           // (N,I) h1·W1ᵀ + b1: activation input
+  AlignedBuffer<float> h1;            // (N,C) LayerNorm 1 output (fp32 only)
+  AlignedBuffer<float> ff1;           // (N,I) h1·W1ᵀ + b1: activation input (fp32 only)
   AlignedBuffer<float> act;           // (N,I) activation output (fp32 only; bf16 keeps act_bf16)
   AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
-  AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input
+  AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input (fp32, or
+                                      // bf16 keeping hidden states)
   // bf16 precision only: the bf16 copies of the four products' inputs, saved for dW.
   AlignedBuffer<std::uint16_t> x_bf16;    // (N,C) layer input
   AlignedBuffer<std::uint16_t> att_bf16;  // (N,C)
   AlignedBuffer<std::uint16_t> h1_bf16;   // (N,C)
   AlignedBuffer<std::uint16_t> act_bf16;  // (N,I)
+  AlignedBuffer<std::uint16_t> ff1_bf16;  // (N,I) ff1, the product's output rounded once
 };
 
 struct Activations {
@@ -63,21 +65,28 @@ struct Activations {
   // Backward scratch, reused by every layer.
   AlignedBuffer<float> d_out, d_in;    // (N,C) gradient w.r.t. a layer's output / input
   AlignedBuffer<float> d_res2, d_ff2;  // (N,C)
-  AlignedBuffer<float> d_act, d_ff1;   // (N,I)
+  AlignedBuffer<float> d_act, d_ff1;   // (N,I); bf16 has no d_ff1 (in place over d_act)
   AlignedBuffer<float> d_h1, d_res1, d_att_proj, d_att;  // (N,C)
   AlignedBuffer<float> d_qkv;                            // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;         // (B,C)
 
   // bf16 precision only: weights of the matrix products (same offsets as the flat parameter
   // buffer), the head's product inputs, and the bf16 copy of an output gradient.
-  AlignedBuffer<std::uint16_t> weights_bf16;        // (layout.total())
+  AlignedBuffer<std::uint16_t> weights_bf16;  // (layout.total())
+  // bf16 only: fp32 tensors that feed only bf16 products and residual adds, so backward never
+  // reads them, live in two buffers shared by all layers instead of one per layer: the hidden
+  // state (x0, then each layer's h1 and out, unless hidden states are kept) and the attention
+  // output. -13 MB per layer and tensor at batch 32, seq 128 (DistilBERT).
+  AlignedBuffer<float> shared_hidden, shared_att;   // (N,C)
   AlignedBuffer<std::uint16_t> cls_bf16, pre_bf16;  // (B,C)
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
   // the bf16 copies (weights_bf16 must then hold `params_total` values).
+  // keep_hidden (bf16 only; fp32 always keeps them): x0 and every layer's out get their own
+  // buffers, so hidden(l) is valid after the forward.
   void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
-              std::int64_t params_total = 0);
+              std::int64_t params_total = 0, bool keep_hidden = false);
 
   // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
   // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,
@@ -92,7 +101,8 @@ struct Activations {
 
  private:
   std::int64_t capacity_rows_ = 0;
-  std::int64_t act_rows_ = 0;  // rows of the fp32 activation outputs (not allocated in bf16)
+  std::int64_t f32_rows_ = 0;     // rows of att, h1, ff1, act (allocated in fp32 only)
+  std::int64_t hidden_rows_ = 0;  // rows of x0 and out (fp32, or bf16 keeping hidden states)
   std::int64_t capacity_attn_ = 0;
   int capacity_batch_ = 0;
   bool training_ = false;

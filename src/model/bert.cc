@@ -126,7 +126,9 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
   const bool bf16 = precision_ == Precision::kBF16;
   CHECK(T <= c.max_positions, "T ", T, " > max positions ", c.max_positions);
-  a.resize(c, B, T, drop.train, bf16, lay.total());
+  // Hidden states of every layer are kept in fp32 (backward reads them) and on request.
+  const bool keep_hidden = !bf16 || in.full_last_layer;
+  a.resize(c, B, T, drop.train, bf16, lay.total(), keep_hidden);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   const std::int64_t N = a.N, padded = std::int64_t{B} * T;
   if (bf16) cast_weights(lay, params, a.weights_bf16.data());
@@ -145,15 +147,21 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   // Embeddings: x0 = Dropout(LN(word + pos (+ type))).
   embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(), bert ? a.types.data() : nullptr,
                     P(Role::kWordEmb), P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N, C);
-  layernorm_forward(a.x0.data(), a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(),
-                    P(Role::kEmbLnW), P(Role::kEmbLnB), N, C, eps);
-  dropout_forward(a.x0.data(), a.x0.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
+  float* x0 = keep_hidden ? a.x0.data() : a.shared_hidden.data();
+  layernorm_forward(x0, a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), P(Role::kEmbLnW),
+                    P(Role::kEmbLnB), N, C, eps);
+  dropout_forward(x0, x0, N * C, p_hidden, key(0, kSiteEmbeddings));
 
   const AttentionShape shape{B, T, C, c.heads, /*skip_padding_queries=*/a.packed};
   a.cls_only = !in.full_last_layer;
-  const float* x = a.x0.data();
+  const float* x = x0;
   for (int l = 0; l < c.layers; ++l) {
     LayerActivations& s = a.layers[l];
+    // In bf16 these feed only bf16 products and residual adds (see Activations::shared_hidden):
+    // h1 overwrites x once r1 has read it, out overwrites h1 once r2 has.
+    float* att = bf16 ? a.shared_att.data() : s.att.data();
+    float* h1 = bf16 ? a.shared_hidden.data() : s.h1.data();
+    float* out = keep_hidden ? s.out.data() : a.shared_hidden.data();
     const auto w = layer_tensors(lay, params, l);
     const auto wb =
         layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
@@ -165,42 +173,43 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     if (a.packed) unpack_rows(s.qkv.data(), a.token_rows.data(), N, padded, 3 * C);
     AttentionShape layer_shape = shape;
     if (first_only) layer_shape.max_queries = 1;
-    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask, layer_shape,
-                      p_attn, key(l, kSiteAttentionProbs));
+    attention_forward(att, s.probs.data(), s.qkv.data(), in.attention_mask, layer_shape, p_attn,
+                      key(l, kSiteAttentionProbs));
     std::int64_t M = N;
     const float* xr = x;  // the residual input, (M,C)
     if (first_only) {
       M = B;
-      pack_rows(s.att.data(), a.first_rows.data(), B, C);
+      pack_rows(att, a.first_rows.data(), B, C);
       gather_rows(a.first_x.data(), x, a.cls_rows.data(), B, C);
       xr = a.first_x.data();
     } else if (a.packed) {
-      pack_rows(s.att.data(), a.token_rows.data(), N, C);
+      pack_rows(att, a.token_rows.data(), N, C);
     }
-    linear.forward(s.res1.data(), s.att.data(), s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, M, C, C);
+    linear.forward(s.res1.data(), att, s.att_bf16.data(), w.o_w, wb.o_w, w.o_b, M, C, C);
     if (bert) {
       dropout_forward(s.res1.data(), s.res1.data(), M * C, p_hidden, key(l, kSiteAttentionOutput));
     }
     add_forward(s.res1.data(), s.res1.data(), xr, M * C);
-    layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w, w.ln1_b,
-                      M, C, eps);
+    layernorm_forward(h1, s.mean1.data(), s.rstd1.data(), s.res1.data(), w.ln1_w, w.ln1_b, M, C,
+                      eps);
     // Feed-forward block: r2 = h1 + Drop(act(h1·W1ᵀ + b1)·W2ᵀ + b2); out = LN2(r2).
-    linear.forward(s.ff1.data(), s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, w.ff1_b, M, C,
-                   I);
     if (bf16) {
-      // The activation feeds only the bf16 product (and its weight gradient): written as bf16
-      // directly, no fp32 copy (backward needs only ff1).
-      activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1.data(), M * I);
+      // ff1 feeds only the activation and the activation only the bf16 product (and its weight
+      // gradient): both are written as bf16, no fp32 copies (backward reads ff1_bf16).
+      cast_f32_to_bf16(s.h1_bf16.data(), h1, M * C);
+      linear_forward_bf16_out(s.ff1_bf16.data(), s.h1_bf16.data(), wb.ff1_w, w.ff1_b, M, C, I);
+      activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1_bf16.data(), M * I);
       linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, M, I, C);
     } else {
+      linear.forward(s.ff1.data(), h1, nullptr, w.ff1_w, nullptr, w.ff1_b, M, C, I);
       activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), M * I);
       linear.forward(s.res2.data(), s.act.data(), nullptr, w.ff2_w, nullptr, w.ff2_b, M, I, C);
     }
     dropout_forward(s.res2.data(), s.res2.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
-    add_forward(s.res2.data(), s.res2.data(), s.h1.data(), M * C);
-    layernorm_forward(s.out.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b,
-                      M, C, eps);
-    x = s.out.data();
+    add_forward(s.res2.data(), s.res2.data(), h1, M * C);
+    layernorm_forward(out, s.mean2.data(), s.rstd2.data(), s.res2.data(), w.ln2_w, w.ln2_b, M, C,
+                      eps);
+    x = out;
   }
 
   // Head on the first token of each sequence.
@@ -316,12 +325,19 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     ready(lay.offset(Role::kFf2W, l));
     // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
     // (y > 0 exactly when x > 0, NaN included), so bf16 (no fp32 output kept) passes ff1.
-    zero(a.d_ff1, M * I);
-    activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
-                        bf16 ? s.ff1.data() : s.act.data(), M * I);
+    float* d_ff1 = a.d_act.data();  // bf16: in place over d_act
+    if (bf16) {
+      activation_backward_bf16_input(act_kind(c.activation), d_ff1, a.d_act.data(),
+                                     s.ff1_bf16.data(), M * I);
+    } else {
+      d_ff1 = a.d_ff1.data();
+      zero(a.d_ff1, M * I);
+      activation_backward(act_kind(c.activation), d_ff1, a.d_act.data(), s.ff1.data(), s.act.data(),
+                          M * I);
+    }
     // ff1 = h1·W1ᵀ + b1
-    linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
-                    s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
+    linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, d_ff1, dy_bf16, s.h1.data(), s.h1_bf16.data(),
+                    w.ff1_w, wb.ff1_w, M, C, I);
     ready(lay.offset(Role::kFf1W, l));
     // h1 = LN1(r1)
     zero(a.d_res1, M * C);
