@@ -6,6 +6,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -20,18 +21,21 @@ namespace bertfit {
 namespace {
 
 // Addresses one (b, h) task's slices of a (T, 3C) sequence block: q, k, v rows of head h.
+// Inputs are read from `src` (the fp32 QKV rows themselves, or the head's slices widened from
+// bf16 into a (T, 3D) scratch); outputs (out, dqkv) are addressed through C and channel.
 struct Head {
   int T, C, D;
-  const float* qkv;          // first row of sequence b
   const std::int32_t* mask;  // (T) of sequence b
   std::int64_t channel;      // h · D
   int kend;                  // keys [kend, T) are padding (probability 0): skipped
   int qend;                  // query rows computed: [0, qend)
   bool any_real;             // some key is real (else HF's rows are uniform over all T)
-  std::int64_t row() const { return 3 * static_cast<std::int64_t>(C); }
-  const float* q(int i) const { return qkv + i * row() + channel; }
-  const float* k(int j) const { return qkv + j * row() + C + channel; }
-  const float* v(int j) const { return qkv + j * row() + 2 * C + channel; }
+  const float* src;          // row 0 of this head's q: src + i·src_row, k at +src_k, v at +src_v
+  std::int64_t src_row, src_k, src_v;
+  std::int64_t row() const { return 3 * static_cast<std::int64_t>(C); }  // of dqkv
+  const float* q(int i) const { return src + i * src_row; }
+  const float* k(int j) const { return src + j * src_row + src_k; }
+  const float* v(int j) const { return src + j * src_row + src_v; }
 };
 
 struct Dropout {
@@ -72,7 +76,7 @@ Dropout make_dropout(float p, std::uint64_t key) {
   return d;
 }
 
-Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* mask, int b, int h) {
+Head head_geometry(const AttentionShape& s, const std::int32_t* mask, int b, int h) {
   const int D = s.C / s.H;
   const std::int32_t* m = mask + static_cast<std::int64_t>(b) * s.T;
   int kend = s.T;
@@ -81,11 +85,42 @@ Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* ma
   if (!any_real) kend = s.T;  // uniform rows over every key
   int qend = s.skip_padding_queries ? kend : s.T;
   if (s.max_queries > 0) qend = std::min(qend, s.max_queries);
-  return Head{s.T,     s.C,
-              D,       qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C,
-              m,       static_cast<std::int64_t>(h) * D,
-              kend,    qend,
-              any_real};
+  return Head{s.T,     s.C, D, m, static_cast<std::int64_t>(h) * D, kend, qend, any_real,
+              nullptr, 0,   0, 0};
+}
+
+// fp32 QKV: q, k, v read in place. bf16 QKV: the head's rows [0, max(kend, qend)) widened
+// exactly into `wide` (T, 3D) first, so both run the same arithmetic on the same values.
+Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* mask, int b, int h,
+               std::vector<float>&) {
+  Head hd = head_geometry(s, mask, b, h);
+  hd.src = qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + hd.channel;
+  hd.src_row = hd.row();
+  hd.src_k = s.C;
+  hd.src_v = 2 * static_cast<std::int64_t>(s.C);
+  return hd;
+}
+
+Head make_head(const AttentionShape& s, const std::uint16_t* qkv, const std::int32_t* mask, int b,
+               int h, std::vector<float>& wide) {
+  Head hd = head_geometry(s, mask, b, h);
+  const int D = hd.D, rows = std::max(hd.kend, hd.qend);
+  wide.resize(static_cast<std::size_t>(s.T) * 3 * D);
+  const std::uint16_t* seq = qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + hd.channel;
+  for (int t = 0; t < rows; ++t) {
+    for (int part = 0; part < 3; ++part) {
+      const std::uint16_t* in = seq + t * hd.row() + static_cast<std::int64_t>(part) * s.C;
+      float* o = wide.data() + (static_cast<std::size_t>(t) * 3 + part) * D;
+      for (int d = 0; d < D; ++d) {
+        o[d] = std::bit_cast<float>(static_cast<std::uint32_t>(in[d]) << 16);
+      }
+    }
+  }
+  hd.src = wide.data();
+  hd.src_row = 3 * D;
+  hd.src_k = D;
+  hd.src_v = 2 * D;
+  return hd;
 }
 
 int round_up16(int n) { return (n + 15) / 16 * 16; }
@@ -140,7 +175,6 @@ void dropped_probs(const float* probs, const Head& hd, const Dropout& drop, int 
 void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop, float sqrt_d,
                   Scratch& sc) {
   const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
-  const std::ptrdiff_t row = hd.row();
   scaled_queries(hd, sqrt_d, sc);
   transpose_keys(
       hd, Kp, [&](int j) { return hd.k(j); }, sc);
@@ -159,7 +193,7 @@ void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop,
     p = sc.pd.data();
     ldp = Kp;
   }
-  detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), row, out + hd.channel, hd.C, false);
+  detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), hd.src_row, out + hd.channel, hd.C, false);
 }
 
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
@@ -197,7 +231,8 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
     for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
   }
   // dQ (Q, D) += dS · k / √D;  dK (K, D) += dSᵀ · (q / √D)
-  detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), row, dqkv + hd.channel, row, true);
+  detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), hd.src_row, dqkv + hd.channel, row,
+                     true);
   detail::small_gemm(K, D, Q, 1.0f, ds, 1, Kp, sc.qs.data(), D, dqkv + hd.C + hd.channel, row,
                      true);
 }
@@ -209,8 +244,11 @@ void check_shape(const AttentionShape& s) {
 
 }  // namespace
 
-void attention_forward(float* out, float* probs, const float* qkv, const std::int32_t* mask,
-                       AttentionShape s, float p, std::uint64_t key) {
+namespace {
+
+template <class QKV>
+void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* mask,
+                  AttentionShape s, float p, std::uint64_t key) {
   check_shape(s);
   CHECK(mask != nullptr, "attention needs a key mask");
   const int D = s.C / s.H;
@@ -218,9 +256,10 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
     Scratch sc(s.T, D);
+    std::vector<float> wide;
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head hd = make_head(s, qkv, mask, b, h);
+      const Head hd = make_head(s, qkv, mask, b, h, wide);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
       head_forward(out + static_cast<std::int64_t>(b) * s.T * s.C,
@@ -229,8 +268,9 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
   });
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                        const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key) {
+template <class QKV>
+void backward_impl(float* dqkv, const float* dout, const QKV* qkv, const float* probs,
+                   const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key) {
   check_shape(s);
   CHECK(mask != nullptr, "attention needs a key mask");
   const int D = s.C / s.H;
@@ -238,9 +278,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
     Scratch sc(s.T, D);
+    std::vector<float> wide;
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head hd = make_head(s, qkv, mask, b, h);
+      const Head hd = make_head(s, qkv, mask, b, h, wide);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
       const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
@@ -248,6 +289,29 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                     probs + static_cast<std::int64_t>(task) * s.T * s.T, hd, drop, sqrt_d, sc);
     }
   });
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* probs, const float* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key) {
+  forward_impl(out, probs, qkv, mask, s, p, key);
+}
+
+void attention_forward(float* out, float* probs, const std::uint16_t* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key) {
+  forward_impl(out, probs, qkv, mask, s, p, key);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key) {
+  backward_impl(dqkv, dout, qkv, probs, mask, s, p, key);
+}
+
+void attention_backward(float* dqkv, const float* dout, const std::uint16_t* qkv,
+                        const float* probs, const std::int32_t* mask, AttentionShape s, float p,
+                        std::uint64_t key) {
+  backward_impl(dqkv, dout, qkv, probs, mask, s, p, key);
 }
 
 }  // namespace bertfit

@@ -29,6 +29,12 @@ struct AttentionShape {
 void attention_forward(float* out, float* probs, const float* qkv, const std::int32_t* mask,
                        AttentionShape s, float p, std::uint64_t key);
 
+// The same from a bf16 qkv (a bf16 product's output): each head's q, k, v are widened exactly to
+// fp32, then the same arithmetic as the fp32 version (bit for bit the fp32 version on the
+// widened values).
+void attention_forward(float* out, float* probs, const std::uint16_t* qkv, const std::int32_t* mask,
+                       AttentionShape s, float p, std::uint64_t key);
+
 // dqkv (B,T,3C) += gradient w.r.t. qkv, from dout (B,T,C). Same p and key as the forward.
 // Uses dS = P ⊙ (dP - rowsum(dP ⊙ P)) on the saved probs, so masked keys (P = 0) get nothing.
 // A sequence with no real key has uniform rows (as HF); its rows still pass this gradient to
@@ -37,5 +43,10 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
 // mask: the forward's (B,T) mask (it bounds the loops; the gradient itself comes from probs).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key);
+
+// The same from a bf16 qkv (see attention_forward).
+void attention_backward(float* dqkv, const float* dout, const std::uint16_t* qkv,
+                        const float* probs, const std::int32_t* mask, AttentionShape s, float p,
+                        std::uint64_t key);
 
 }  // namespace bertfit

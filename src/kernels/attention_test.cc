@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/parallel.h"
+#include "kernels/cast.h"
 #include "kernels/ref/ref.h"
 #include "kernels/test_util.h"
 
@@ -267,6 +270,38 @@ TEST(Attention, FirstQueryRowOnlyMatchesTheFullComputation) {
         for (int c = 0; c < s.C; ++c) ASSERT_EQ(out_one[row * s.C + c], out_full[row * s.C + c]);
       }
       for (std::int64_t i = 0; i < x.qkv.size(); ++i) ASSERT_EQ(d_one[i], d_full[i]) << i;
+    }
+  }
+}
+
+// From a bf16 qkv: bit for bit the fp32 kernels on the exactly widened values (forward output
+// and probabilities, and the gradient), with and without dropout and padding skips.
+TEST(Attention, Bf16QkvIsTheFp32KernelOnTheWidenedValues) {
+  for (float p : {0.0f, 0.1f}) {
+    for (int max_queries : {0, 1}) {
+      AttentionShape s{3, 12, 16, 2};
+      s.skip_padding_queries = true;
+      s.max_queries = max_queries;
+      Data x(s, p, 13);
+      std::vector<std::uint16_t> qkv_bf16(x.qkv.size());
+      cast_f32_to_bf16(qkv_bf16.data(), x.qkv.data(), x.qkv.size());
+      FloatView wide(x.qkv.size());
+      for (std::int64_t i = 0; i < x.qkv.size(); ++i) {
+        wide[i] = std::bit_cast<float>(static_cast<std::uint32_t>(qkv_bf16[i]) << 16);
+      }
+      const std::int64_t nprobs = static_cast<std::int64_t>(s.B) * s.H * s.T * s.T;
+      FloatView out_want(x.dout.size()), probs_want(nprobs), d_want(x.qkv.size());
+      FloatView out_got(x.dout.size()), probs_got(nprobs), d_got(x.qkv.size());
+      attention_forward(out_want.data(), probs_want.data(), wide.data(), x.mask.data(), s, p, kKey);
+      attention_backward(d_want.data(), x.dout.data(), wide.data(), probs_want.data(),
+                         x.mask.data(), s, p, kKey);
+      attention_forward(out_got.data(), probs_got.data(), qkv_bf16.data(), x.mask.data(), s, p,
+                        kKey);
+      attention_backward(d_got.data(), x.dout.data(), qkv_bf16.data(), probs_got.data(),
+                         x.mask.data(), s, p, kKey);
+      EXPECT_EQ(0, std::memcmp(out_got.data(), out_want.data(), sizeof(float) * x.dout.size()));
+      EXPECT_EQ(0, std::memcmp(probs_got.data(), probs_want.data(), sizeof(float) * nprobs));
+      EXPECT_EQ(0, std::memcmp(d_got.data(), d_want.data(), sizeof(float) * x.qkv.size()));
     }
   }
 }

@@ -45,28 +45,48 @@ void gather_rows(float* out, const float* x, const std::int64_t* row_index, std:
   });
 }
 
-void pack_rows(float* x, const std::int64_t* rows, std::int64_t R, int C) {
+namespace {
+
+template <class E>
+void pack_rows_impl(E* x, const std::int64_t* rows, std::int64_t R, int C) {
   // Row r moves down to r from rows[r] >= r: ascending order reads every source before it can
   // be overwritten. Distinct rows never overlap, so memcpy is safe.
   for (std::int64_t r = 0; r < R; ++r) {
     CHECK(rows[r] >= r && (r == 0 || rows[r] > rows[r - 1]), "pack_rows: rows[", r,
           "] = ", rows[r]);
-    if (rows[r] != r) std::memcpy(x + r * C, x + rows[r] * C, sizeof(float) * C);
+    if (rows[r] != r) std::memcpy(x + r * C, x + rows[r] * C, sizeof(E) * C);
   }
 }
 
-void unpack_rows(float* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C) {
+template <class E>
+void unpack_rows_impl(E* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C) {
   CHECK(R <= N, "unpack_rows: R = ", R, " > N = ", N);
   // Descending: row r moves up to rows[r] >= r, above every source still to be read. Then the
   // gaps (padding rows) are zeroed.
   std::int64_t next = N;  // rows [rows[r] + 1, next) are padding
   for (std::int64_t r = R - 1; r >= 0; --r) {
     CHECK(rows[r] >= r && rows[r] < next, "unpack_rows: rows[", r, "] = ", rows[r]);
-    if (rows[r] != r) std::memcpy(x + rows[r] * C, x + r * C, sizeof(float) * C);
-    std::memset(x + (rows[r] + 1) * C, 0, sizeof(float) * C * (next - rows[r] - 1));
+    if (rows[r] != r) std::memcpy(x + rows[r] * C, x + r * C, sizeof(E) * C);
+    std::memset(x + (rows[r] + 1) * C, 0, sizeof(E) * C * (next - rows[r] - 1));
     next = rows[r];
   }
-  std::memset(x, 0, sizeof(float) * C * next);
+  std::memset(x, 0, sizeof(E) * C * next);
+}
+
+}  // namespace
+
+void pack_rows(float* x, const std::int64_t* rows, std::int64_t R, int C) {
+  pack_rows_impl(x, rows, R, C);
+}
+void pack_rows(std::uint16_t* x, const std::int64_t* rows, std::int64_t R, int C) {
+  pack_rows_impl(x, rows, R, C);
+}
+void unpack_rows(float* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C) {
+  unpack_rows_impl(x, rows, R, N, C);
+}
+void unpack_rows(std::uint16_t* x, const std::int64_t* rows, std::int64_t R, std::int64_t N,
+                 int C) {
+  unpack_rows_impl(x, rows, R, N, C);
 }
 
 void scatter_add_rows(float* dx, const float* dout, const std::int64_t* row_index, std::int64_t R,

@@ -23,5 +23,8 @@ void scatter_add_rows(float* dx, const float* dout, const std::int64_t* row_inde
 // padding rows. Memory-bound copies: a few per layer, against products that shrink by N/R.
 void pack_rows(float* x, const std::int64_t* rows, std::int64_t R, int C);
 void unpack_rows(float* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C);
+// The same for bf16 rows (a bf16 product's output).
+void pack_rows(std::uint16_t* x, const std::int64_t* rows, std::int64_t R, int C);
+void unpack_rows(std::uint16_t* x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C);
 
 }  // namespace bertfit

@@ -43,7 +43,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   if (need_hidden) grow(x0, rows * C);
   layers.resize(c.layers);
   for (auto& l : layers) {
-    grow(l.qkv, rows * 3 * C);
     grow(l.probs, capacity_attn_);
     grow(l.res1, rows * C);
     grow(l.mean1, rows);
@@ -52,6 +51,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(l.mean2, rows);
     grow(l.rstd2, rows);
     if (need_f32) {
+      grow(l.qkv, rows * 3 * C);
       grow(l.att, rows * C);
       grow(l.h1, rows * C);
       grow(l.ff1, rows * I);
@@ -85,6 +85,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(l.h1_bf16, rows * C);
       grow(l.act_bf16, rows * I);
       grow(l.ff1_bf16, rows * I);
+      grow(l.qkv_bf16, rows * 3 * C);
     }
     grow(cls_bf16, nb * C);
     grow(pre_bf16, nb * C);

@@ -5,7 +5,7 @@
 // Token rows. Padded execution: N = B·T, row b·T + t is token t of sequence b. Unpadded
 // (packed) execution: N = the number of real tokens, in (b, t) order, and only attention sees
 // the padded (B,T) layout: its input qkv and output att are unpacked/packed in place around it,
-// so layer.qkv holds (B·T,3C) and every other (N,·) tensor holds only the real tokens.
+// so layer.qkv (qkv_bf16) holds (B·T,3C) and every other (N,·) tensor only the real tokens.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ namespace bertfit {
 
 // What the forward saves for one encoder layer.
 struct LayerActivations {
-  AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections
+  AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections (fp32 only)
   AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout
   AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated (fp32 only)
   AlignedBuffer<float> res1;          // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
@@ -36,6 +36,7 @@ struct LayerActivations {
   AlignedBuffer<std::uint16_t> h1_bf16;   // (N,C)
   AlignedBuffer<std::uint16_t> act_bf16;  // (N,I)
   AlignedBuffer<std::uint16_t> ff1_bf16;  // (N,I) ff1, the product's output rounded once
+  AlignedBuffer<std::uint16_t> qkv_bf16;  // (N,3C) qkv, the same
 };
 
 struct Activations {
@@ -101,7 +102,7 @@ struct Activations {
 
  private:
   std::int64_t capacity_rows_ = 0;
-  std::int64_t f32_rows_ = 0;     // rows of att, h1, ff1, act (allocated in fp32 only)
+  std::int64_t f32_rows_ = 0;     // rows of qkv, att, h1, ff1, act (allocated in fp32 only)
   std::int64_t hidden_rows_ = 0;  // rows of x0 and out (fp32, or bf16 keeping hidden states)
   std::int64_t capacity_attn_ = 0;
   int capacity_batch_ = 0;

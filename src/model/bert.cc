@@ -169,12 +169,22 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     // computes query row 0 of each sequence, and the rest of the layer runs on those M = B rows.
     const bool first_only = a.cls_only && l == c.layers - 1;
     // Self-attention block: r1 = x + Drop(Attn(x)·Woᵀ + bo); h1 = LN1(r1).
-    linear.forward(s.qkv.data(), x, s.x_bf16.data(), w.qkv_w, wb.qkv_w, w.qkv_b, N, C, 3 * C);
-    if (a.packed) unpack_rows(s.qkv.data(), a.token_rows.data(), N, padded, 3 * C);
     AttentionShape layer_shape = shape;
     if (first_only) layer_shape.max_queries = 1;
-    attention_forward(att, s.probs.data(), s.qkv.data(), in.attention_mask, layer_shape, p_attn,
-                      key(l, kSiteAttentionProbs));
+    if (bf16) {
+      // qkv feeds only attention, which widens each head's slice: kept as the product's bf16
+      // output (as autocast's), half the bytes of fp32.
+      cast_f32_to_bf16(s.x_bf16.data(), x, N * C);
+      linear_forward_bf16_out(s.qkv_bf16.data(), s.x_bf16.data(), wb.qkv_w, w.qkv_b, N, C, 3 * C);
+      if (a.packed) unpack_rows(s.qkv_bf16.data(), a.token_rows.data(), N, padded, 3 * C);
+      attention_forward(att, s.probs.data(), s.qkv_bf16.data(), in.attention_mask, layer_shape,
+                        p_attn, key(l, kSiteAttentionProbs));
+    } else {
+      linear.forward(s.qkv.data(), x, nullptr, w.qkv_w, nullptr, w.qkv_b, N, C, 3 * C);
+      if (a.packed) unpack_rows(s.qkv.data(), a.token_rows.data(), N, padded, 3 * C);
+      attention_forward(att, s.probs.data(), s.qkv.data(), in.attention_mask, layer_shape, p_attn,
+                        key(l, kSiteAttentionProbs));
+    }
     std::int64_t M = N;
     const float* xr = x;  // the residual input, (M,C)
     if (first_only) {
@@ -369,8 +379,13 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
       unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
     }
     zero(a.d_qkv, padded * 3 * C);
-    attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(),
-                       in.attention_mask, layer_shape, p_attn, key(l, kSiteAttentionProbs));
+    if (bf16) {
+      attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv_bf16.data(), s.probs.data(),
+                         in.attention_mask, layer_shape, p_attn, key(l, kSiteAttentionProbs));
+    } else {
+      attention_backward(a.d_qkv.data(), a.d_att.data(), s.qkv.data(), s.probs.data(),
+                         in.attention_mask, layer_shape, p_attn, key(l, kSiteAttentionProbs));
+    }
     if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
     // qkv = x·Wqkvᵀ + bqkv
     linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
