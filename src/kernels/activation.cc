@@ -125,18 +125,33 @@ void activation_forward_bf16(ActKind kind, std::uint16_t* out, const float* x, s
   });
 }
 
+namespace {
+
+constexpr std::int64_t kWideChunk = 2048;  // floats: L1-sized
+
+// Runs f(i, in, m) over L1-sized chunks [i, i+m) of [0, n) in parallel, `in` holding x's
+// chunk widened exactly to fp32.
+template <class F>
+void over_widened_chunks(const std::uint16_t* x, std::int64_t n, F f) {
+  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
+    alignas(64) float in[kWideChunk];
+    for (std::int64_t i = b; i < e; i += kWideChunk) {
+      const std::int64_t m = std::min(kWideChunk, e - i);
+      widen_bf16(in, x + i, m);
+      f(i, in, m);
+    }
+  });
+}
+
+}  // namespace
+
 void activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16_t* x,
                              std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
-  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-    constexpr std::int64_t kChunk = 2048;
-    alignas(64) float in[kChunk], chunk[kChunk];
-    for (std::int64_t i = b; i < e; i += kChunk) {
-      const std::int64_t m = std::min(kChunk, e - i);
-      widen_bf16(in, x + i, m);
-      forward_span(kind, chunk, in, m);
-      cast_f32_to_bf16(out + i, chunk, m);
-    }
+  over_widened_chunks(x, n, [=](std::int64_t i, const float* in, std::int64_t m) {
+    alignas(64) float y[kWideChunk];
+    forward_span(kind, y, in, m);
+    cast_f32_to_bf16(out + i, y, m);
   });
 }
 
@@ -168,29 +183,23 @@ void activation_backward_bf16_input(ActKind kind, float* dx, const float* dout,
                                     const std::uint16_t* x, std::int64_t n) {
   CHECK(n >= 0, "n = ", n);
   CHECK(kind != ActKind::kTanh, "tanh's backward reads its output, not a bf16 input");
-  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-    // Through L1-sized chunks: the widened input, and the gradient accumulated into zeros (the
-    // same roundings as activation_backward into a zeroed dx) before it overwrites dx.
-    constexpr std::int64_t kChunk = 2048;
-    alignas(64) float in[kChunk], g[kChunk];
-    for (std::int64_t i = b; i < e; i += kChunk) {
-      const std::int64_t m = std::min(kChunk, e - i);
-      widen_bf16(in, x + i, m);
-      std::fill_n(g, m, 0.0f);
-      switch (kind) {
-        case ActKind::kGelu:
-          gelu_bwd(g, dout + i, in, m);
-          break;
-        case ActKind::kGeluNew:
-          gelu_new_bwd(g, dout + i, in, m);
-          break;
-        case ActKind::kRelu:
-        case ActKind::kTanh:
-          relu_bwd(g, dout + i, in, m);  // x > 0 exactly where relu(x) > 0
-          break;
-      }
-      std::copy_n(g, m, dx + i);
+  // The gradient is accumulated into zeros (the same roundings as activation_backward into a
+  // zeroed dx) before it overwrites dx, which may alias dout.
+  over_widened_chunks(x, n, [=](std::int64_t i, const float* in, std::int64_t m) {
+    alignas(64) float g[kWideChunk] = {};
+    switch (kind) {
+      case ActKind::kGelu:
+        gelu_bwd(g, dout + i, in, m);
+        break;
+      case ActKind::kGeluNew:
+        gelu_new_bwd(g, dout + i, in, m);
+        break;
+      case ActKind::kRelu:
+      case ActKind::kTanh:
+        relu_bwd(g, dout + i, in, m);  // x > 0 exactly where relu(x) > 0
+        break;
     }
+    std::copy_n(g, m, dx + i);
   });
 }
 

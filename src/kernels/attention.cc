@@ -161,14 +161,22 @@ void transpose_keys(const Head& hd, int Kp, RowFn row, Scratch& sc) {
   }
 }
 
-// pd (Q, Kp) = probs after dropout (probs · keep / (1-p)) for the query rows computed.
-void dropped_probs(const float* probs, const Head& hd, const Dropout& drop, int Kp, Scratch& sc) {
+// The probabilities after dropout as a (Q, ·) operand: probs itself (leading dimension T)
+// without dropout, else pd (Q, Kp) = probs · keep / (1-p) for the query rows computed.
+struct ProbsView {
+  const float* p;
+  std::ptrdiff_t ld;
+};
+ProbsView dropped_probs(const float* probs, const Head& hd, const Dropout& drop, int Kp,
+                        Scratch& sc) {
+  if (!drop.active) return {probs, hd.T};
   for (int i = 0; i < hd.qend; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
     float* o = sc.pd.data() + static_cast<std::size_t>(i) * Kp;
     const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * hd.T;
     for (int j = 0; j < hd.kend; ++j) o[j] = drop.keep(i_row, j) ? pi[j] * drop.scale : 0.0f;
   }
+  return {sc.pd.data(), Kp};
 }
 
 // out: the first row of sequence b; probs: this head's (T,T) block.
@@ -186,13 +194,7 @@ void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop,
     std::fill(pi + K, pi + T, 0.0f);
   }
   // out (Q, D) = dropout(P) · v
-  const float* p = probs;
-  std::ptrdiff_t ldp = T;
-  if (drop.active) {
-    dropped_probs(probs, hd, drop, Kp, sc);
-    p = sc.pd.data();
-    ldp = Kp;
-  }
+  const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
   detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), hd.src_row, out + hd.channel, hd.C, false);
 }
 
@@ -205,13 +207,7 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
   scaled_queries(hd, sqrt_d, sc);
   transpose_keys(
       hd, Kp, [&](int j) { return hd.v(j); }, sc);
-  const float* p = probs;
-  std::ptrdiff_t ldp = T;
-  if (drop.active) {
-    dropped_probs(probs, hd, drop, Kp, sc);
-    p = sc.pd.data();
-    ldp = Kp;
-  }
+  const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
   // dV (K, D) += dropout(P)ᵀ · dO
   detail::small_gemm(K, D, Q, 1.0f, p, 1, ldp, dO, hd.C, dqkv + 2 * hd.C + hd.channel, row, true);
   // dP_drop (Q, Kp) = dO · vᵀ

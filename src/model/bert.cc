@@ -67,6 +67,14 @@ struct Linear {
     linear_forward_bf16(y, x_bf16, w_bf16, b, M, K, N);
   }
 
+  // bf16 only: y_bf16 (M,N) = bf16(x · wᵀ + b), for outputs read only by bf16-input kernels.
+  void forward_to_bf16(std::uint16_t* y_bf16, const float* x, std::uint16_t* x_bf16,
+                       const std::uint16_t* w_bf16, const float* b, std::int64_t M, std::int64_t K,
+                       std::int64_t N) const {
+    cast_f32_to_bf16(x_bf16, x, M * K);
+    linear_forward_bf16_out(y_bf16, x_bf16, w_bf16, b, M, K, N);
+  }
+
   // dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy. dy_bf16: scratch of M·N.
   void backward(float* dx, float* dw, float* db, const float* dy, std::uint16_t* dy_bf16,
                 const float* x, const std::uint16_t* x_bf16, const float* w,
@@ -174,8 +182,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     if (bf16) {
       // qkv feeds only attention, which widens each head's slice: kept as the product's bf16
       // output (as autocast's), half the bytes of fp32.
-      cast_f32_to_bf16(s.x_bf16.data(), x, N * C);
-      linear_forward_bf16_out(s.qkv_bf16.data(), s.x_bf16.data(), wb.qkv_w, w.qkv_b, N, C, 3 * C);
+      linear.forward_to_bf16(s.qkv_bf16.data(), x, s.x_bf16.data(), wb.qkv_w, w.qkv_b, N, C, 3 * C);
       if (a.packed) unpack_rows(s.qkv_bf16.data(), a.token_rows.data(), N, padded, 3 * C);
       attention_forward(att, s.probs.data(), s.qkv_bf16.data(), in.attention_mask, layer_shape,
                         p_attn, key(l, kSiteAttentionProbs));
@@ -206,8 +213,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     if (bf16) {
       // ff1 feeds only the activation and the activation only the bf16 product (and its weight
       // gradient): both are written as bf16, no fp32 copies (backward reads ff1_bf16).
-      cast_f32_to_bf16(s.h1_bf16.data(), h1, M * C);
-      linear_forward_bf16_out(s.ff1_bf16.data(), s.h1_bf16.data(), wb.ff1_w, w.ff1_b, M, C, I);
+      linear.forward_to_bf16(s.ff1_bf16.data(), h1, s.h1_bf16.data(), wb.ff1_w, w.ff1_b, M, C, I);
       activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1_bf16.data(), M * I);
       linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, M, I, C);
     } else {
