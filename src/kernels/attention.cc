@@ -45,8 +45,12 @@ struct Dropout {
   std::uint64_t key;
   // Index of element (i, 0) of this head's (T,T) block in the (B,H,T,T) mask.
   std::uint64_t base;
-  bool keep(std::uint64_t i_row, int j) const {
-    return !active || detail::random_bits(key, i_row + static_cast<std::uint64_t>(j)) >= threshold;
+  // keep[j] = 1 if element (i, j) survives, for j in [0, n); i_row: element (i, 0)'s index.
+  // Branch-free so that the compiler vectorises the hash (8 64-bit lanes per AVX-512 vector).
+  void keep_row(std::uint8_t* keep, std::uint64_t i_row, int n) const {
+    for (int j = 0; j < n; ++j) {
+      keep[j] = detail::random_bits(key, i_row + static_cast<std::uint64_t>(j)) >= threshold;
+    }
   }
 };
 
@@ -129,15 +133,17 @@ int round_up16(int n) { return (n + 15) / 16 * 16; }
 // rounded up to 16 (Kp) and the padding columns of kt / vt kept zero, so the products over keys
 // run on whole vectors.
 struct Scratch {
-  std::vector<float> qs;  // (T, D) q / √D
-  std::vector<float> kt;  // (D, Kp) kᵀ (forward) or vᵀ (backward)
-  std::vector<float> s;   // (T, Kp) scores (forward), dP then dS (backward)
-  std::vector<float> pd;  // (T, Kp) probabilities after dropout
+  std::vector<float> qs;           // (T, D) q / √D
+  std::vector<float> kt;           // (D, Kp) kᵀ (forward) or vᵀ (backward)
+  std::vector<float> s;            // (T, Kp) scores (forward), dP then dS (backward)
+  std::vector<float> pd;           // (T, Kp) probabilities after dropout
+  std::vector<std::uint8_t> keep;  // (T, Kp) dropout's keep mask (1 = kept)
   Scratch(int T, int D)
       : qs(static_cast<std::size_t>(T) * D),
         kt(static_cast<std::size_t>(D) * round_up16(T)),
         s(static_cast<std::size_t>(T) * round_up16(T)),
-        pd(static_cast<std::size_t>(T) * round_up16(T)) {}
+        pd(static_cast<std::size_t>(T) * round_up16(T)),
+        keep(static_cast<std::size_t>(T) * round_up16(T)) {}
 };
 
 void scaled_queries(const Head& hd, float sqrt_d, Scratch& sc) {
@@ -162,7 +168,8 @@ void transpose_keys(const Head& hd, int Kp, RowFn row, Scratch& sc) {
 }
 
 // The probabilities after dropout as a (Q, ·) operand: probs itself (leading dimension T)
-// without dropout, else pd (Q, Kp) = probs · keep / (1-p) for the query rows computed.
+// without dropout, else pd (Q, Kp) = probs · keep / (1-p) for the query rows computed, with
+// the keep mask left in sc.keep (Q, Kp) for the backward's dP.
 struct ProbsView {
   const float* p;
   std::ptrdiff_t ld;
@@ -173,8 +180,12 @@ ProbsView dropped_probs(const float* probs, const Head& hd, const Dropout& drop,
   for (int i = 0; i < hd.qend; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
     float* o = sc.pd.data() + static_cast<std::size_t>(i) * Kp;
-    const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * hd.T;
-    for (int j = 0; j < hd.kend; ++j) o[j] = drop.keep(i_row, j) ? pi[j] * drop.scale : 0.0f;
+    std::uint8_t* keep = sc.keep.data() + static_cast<std::size_t>(i) * Kp;
+    drop.keep_row(keep, drop.base + static_cast<std::uint64_t>(i) * hd.T, hd.kend);
+    for (int j = 0; j < hd.kend; ++j) {
+      const float kept = pi[j] * drop.scale;  // loaded unconditionally: the loop vectorises
+      o[j] = keep[j] != 0 ? kept : 0.0f;
+    }
   }
   return {sc.pd.data(), Kp};
 }
@@ -217,12 +228,16 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
   for (int i = 0; i < Q; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * T;
     float* dsi = ds + static_cast<std::size_t>(i) * Kp;
-    const std::uint64_t i_row = drop.base + static_cast<std::uint64_t>(i) * T;
-    double r = 0.0;
-    for (int j = 0; j < K; ++j) {
-      dsi[j] = drop.keep(i_row, j) ? dsi[j] * drop.scale : 0.0f;
-      r += static_cast<double>(dsi[j]) * pi[j];
+    if (drop.active) {  // the mask dropped_probs left in sc.keep
+      const std::uint8_t* keep = sc.keep.data() + static_cast<std::size_t>(i) * Kp;
+      for (int j = 0; j < K; ++j) {
+        const float kept = dsi[j] * drop.scale;
+        dsi[j] = keep[j] != 0 ? kept : 0.0f;
+      }
     }
+    double r = 0.0;
+#pragma omp simd reduction(+ : r)
+    for (int j = 0; j < K; ++j) r += static_cast<double>(dsi[j]) * pi[j];
     const float rf = static_cast<float>(r);
     for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
   }

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/parallel.h"
+#include "kernels/cast.h"
 #include "kernels/grain.h"
 
 namespace bertfit {
@@ -19,7 +20,12 @@ void add_forward(float* out, const float* a, const float* b, std::int64_t n) {
   });
 }
 
-void bias_backward(float* dbias, const float* dout, std::int64_t N, int M) {
+namespace {
+
+// Column sums in double per column block; with `out` also the bf16 of every element.
+template <bool kCast>
+void bias_backward_impl(float* dbias, std::uint16_t* out, const float* dout, std::int64_t N,
+                        int M) {
   CHECK(N >= 0 && M > 0, "N = ", N, ", M = ", M);
   detail::parallel_columns(N, M, [&](int c0, int c1) {
     const int w = c1 - c0;
@@ -29,9 +35,24 @@ void bias_backward(float* dbias, const float* dout, std::int64_t N, int M) {
       const float* row = dout + r * M + c0;
 #pragma omp simd
       for (int c = 0; c < w; ++c) a[c] += row[c];
+      if constexpr (kCast) {
+        std::uint16_t* o = out + r * M + c0;
+        for (int c = 0; c < w; ++c) o[c] = detail::bf16_bits(row[c]);
+      }
     }
     for (int c = 0; c < w; ++c) dbias[c0 + c] += static_cast<float>(a[c]);
   });
+}
+
+}  // namespace
+
+void bias_backward(float* dbias, const float* dout, std::int64_t N, int M) {
+  bias_backward_impl<false>(dbias, nullptr, dout, N, M);
+}
+
+void bias_backward_cast(float* dbias, std::uint16_t* dout_bf16, const float* dout, std::int64_t N,
+                        int M) {
+  bias_backward_impl<true>(dbias, dout_bf16, dout, N, M);
 }
 
 void gather_rows(float* out, const float* x, const std::int64_t* row_index, std::int64_t R, int C) {

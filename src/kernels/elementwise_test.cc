@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/parallel.h"
+#include "kernels/cast.h"
 #include "kernels/ref/ref.h"
 #include "kernels/test_util.h"
 
@@ -82,6 +83,32 @@ TEST(Elementwise, BiasBackwardIsIndependentOfThreadCount) {
   set_num_threads(saved);
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
+}
+
+// The fused form gives the same bias gradient as bias_backward and the same bits as
+// cast_f32_to_bf16, including NaN, infinities and values that round to a tie.
+TEST(Elementwise, BiasBackwardCastMatchesSeparatePasses) {
+  for (int M : kWidths) {
+    for (std::int64_t N : kRows) {
+      Rng rng(static_cast<std::uint64_t>(M * 31 + N));
+      FloatView dout(N * M), db(M), db_fused(M);
+      dout.fill_uniform(rng, -3, 3);
+      dout[0] = std::nanf("");
+      if (N * M > 2) dout[N * M - 1] = -INFINITY;
+      if (N * M > 3) dout[1] = 1.00390625f;  // 1 + 2^-8: a tie, rounds to even (1.0)
+      db.fill_uniform(rng, -1, 1);
+      for (int c = 0; c < M; ++c) db_fused[c] = db[c];
+      std::vector<std::uint16_t> want(static_cast<std::size_t>(N * M)), got(want.size());
+      cast_f32_to_bf16(want.data(), dout.data(), N * M);
+      bias_backward(db.data(), dout.data(), N, M);
+      bias_backward_cast(db_fused.data(), got.data(), dout.data(), N, M);
+      EXPECT_EQ(got, want) << "N=" << N << " M=" << M;
+      for (int c = 0; c < M; ++c) {
+        EXPECT_TRUE(db[c] == db_fused[c] || (std::isnan(db[c]) && std::isnan(db_fused[c])))
+            << "N=" << N << " M=" << M << " c=" << c;
+      }
+    }
+  }
 }
 
 TEST(Elementwise, GatherAndScatterMatchReference) {

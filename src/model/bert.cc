@@ -79,13 +79,13 @@ struct Linear {
   void backward(float* dx, float* dw, float* db, const float* dy, std::uint16_t* dy_bf16,
                 const float* x, const std::uint16_t* x_bf16, const float* w,
                 const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K, std::int64_t N) const {
-    bias_backward(db, dy, M, static_cast<int>(N));
     if (!bf16) {
+      bias_backward(db, dy, M, static_cast<int>(N));
       linear_backward_weight(dw, dy, x, M, K, N);
       linear_backward_input(dx, dy, w, M, K, N);
       return;
     }
-    cast_f32_to_bf16(dy_bf16, dy, M * N);
+    bias_backward_cast(db, dy_bf16, dy, M, static_cast<int>(N));  // one pass over dy
     linear_backward_weight_bf16(dw, dy_bf16, x_bf16, M, K, N);
     linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N);
   }
