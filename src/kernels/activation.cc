@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <vector>
 
 #include "base/check.h"
 #include "base/parallel.h"
@@ -179,27 +180,53 @@ void activation_backward(ActKind kind, float* dx, const float* dout, const float
   });
 }
 
-void activation_backward_bf16_input(ActKind kind, float* dx, const float* dout,
-                                    const std::uint16_t* x, std::int64_t n) {
-  CHECK(n >= 0, "n = ", n);
+namespace {
+
+// g (m, zeroed) += dout · act'(in) for a widened bf16 input.
+void backward_span_widened(ActKind kind, float* g, const float* dout, const float* in,
+                           std::int64_t m) {
+  switch (kind) {
+    case ActKind::kGelu:
+      gelu_bwd(g, dout, in, m);
+      break;
+    case ActKind::kGeluNew:
+      gelu_new_bwd(g, dout, in, m);
+      break;
+    case ActKind::kRelu:
+    case ActKind::kTanh:
+      relu_bwd(g, dout, in, m);  // x > 0 exactly where relu(x) > 0
+      break;
+  }
+}
+
+}  // namespace
+
+void activation_bias_backward_bf16(ActKind kind, float* dbias, std::uint16_t* g_bf16,
+                                   const float* dout, const std::uint16_t* x, std::int64_t N,
+                                   int M) {
+  CHECK(N >= 0 && M > 0, "N = ", N, ", M = ", M);
   CHECK(kind != ActKind::kTanh, "tanh's backward reads its output, not a bf16 input");
-  // The gradient is accumulated into zeros (the same roundings as activation_backward into a
-  // zeroed dx) before it overwrites dx, which may alias dout.
-  over_widened_chunks(x, n, [=](std::int64_t i, const float* in, std::int64_t m) {
-    alignas(64) float g[kWideChunk] = {};
-    switch (kind) {
-      case ActKind::kGelu:
-        gelu_bwd(g, dout + i, in, m);
-        break;
-      case ActKind::kGeluNew:
-        gelu_new_bwd(g, dout + i, in, m);
-        break;
-      case ActKind::kRelu:
-      case ActKind::kTanh:
-        relu_bwd(g, dout + i, in, m);  // x > 0 exactly where relu(x) > 0
-        break;
+  // Each thread owns a block of columns over all rows (as bias_backward: the same sums in the
+  // same order), taken row by row in L1-sized chunks.
+  detail::parallel_columns(N, M, [&](int c0, int c1) {
+    std::vector<double> acc(static_cast<std::size_t>(c1 - c0), 0.0);
+    alignas(64) float in[kWideChunk];
+    alignas(64) float g[kWideChunk];
+    for (std::int64_t r = 0; r < N; ++r) {
+      for (int c = c0; c < c1; c += static_cast<int>(kWideChunk)) {
+        const std::int64_t m = std::min<std::int64_t>(kWideChunk, c1 - c);
+        const std::int64_t at = r * M + c;
+        widen_bf16(in, x + at, m);
+        std::fill_n(g, m, 0.0f);
+        backward_span_widened(kind, g, dout + at, in, m);
+        double* a = acc.data() + (c - c0);
+        std::uint16_t* o = g_bf16 + at;
+#pragma omp simd
+        for (std::int64_t k = 0; k < m; ++k) a[k] += g[k];
+        for (std::int64_t k = 0; k < m; ++k) o[k] = detail::bf16_bits(g[k]);
+      }
     }
-    std::copy_n(g, m, dx + i);
+    for (int c = c0; c < c1; ++c) dbias[c] += static_cast<float>(acc[c - c0]);
   });
 }
 

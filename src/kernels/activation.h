@@ -24,10 +24,13 @@ void activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16
 void activation_backward(ActKind kind, float* dx, const float* dout, const float* x, const float* y,
                          std::int64_t n);
 
-// dx = dout * act'(x) for a bf16 input x (widened exactly to fp32; the same arithmetic as
-// activation_backward into a zeroed dx). Overwrites dx, which may alias dout. GELU kinds and
-// kRelu (whose output is > 0 exactly where x is).
-void activation_backward_bf16_input(ActKind kind, float* dx, const float* dout,
-                                    const std::uint16_t* x, std::int64_t n);
+// The backward of act(x) where x (N,M) is a bf16 product's output (bias included): g = dout ·
+// act'(x) for x widened exactly to fp32 (as activation_backward into zeros; GELU kinds and kRelu,
+// whose output is > 0 exactly where x is), dbias (M) += column sums of g as bias_backward, and
+// g_bf16 = bf16(g) as cast_f32_to_bf16 (the operand of the product's backward), in one pass; g
+// itself is never stored. Results are bit for bit those of the three separate kernels.
+void activation_bias_backward_bf16(ActKind kind, float* dbias, std::uint16_t* g_bf16,
+                                   const float* dout, const std::uint16_t* x, std::int64_t N,
+                                   int M);
 
 }  // namespace bertfit

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <utility>
 #include <vector>
 
 #include "kernels/cast.h"
+#include "kernels/elementwise.h"
 #include "kernels/ref/ref.h"
 #include "kernels/test_util.h"
 
@@ -166,31 +168,33 @@ TEST(Activation, Bf16OutputIsTheCastOfTheFp32Output) {
 // From a bf16 input: bit for bit the fp32 kernels on the exactly widened input.
 TEST(Activation, Bf16InputIsTheFp32KernelOnTheWidenedInput) {
   for (ActKind kind : {ActKind::kGelu, ActKind::kGeluNew, ActKind::kRelu}) {
-    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2049}, std::int64_t{100003}}) {
-      Rng rng(n + 11);
-      FloatView x(n), dout(n), y(n), dx_want(n), dx_got(n);
+    // (rows, columns): columns past one L1 chunk (2048) and rows split between threads.
+    for (auto [N, M] : {std::pair<std::int64_t, int>{1, 1}, {2, 2049}, {3, 4100}, {97, 1031}}) {
+      const std::int64_t n = N * M;
+      Rng rng(static_cast<std::uint64_t>(n + 11));
+      FloatView x(n), dout(n), y(n), dx(n), db_want(M), db_got(M);
       x.fill_uniform(rng, -6, 6);
       dout.fill_uniform(rng, -1, 1);
-      dx_want.fill_uniform(rng, -1, 1);
+      db_want.fill_uniform(rng, -1, 1);
       std::vector<std::uint16_t> xb(n), want(n), got(n);
       cast_f32_to_bf16(xb.data(), x.data(), n);
       for (std::int64_t i = 0; i < n; ++i) {
         x[i] = std::bit_cast<float>(static_cast<std::uint32_t>(xb[i]) << 16);
-        dx_got[i] = dx_want[i];
       }
       activation_forward(kind, y.data(), x.data(), n);
       cast_f32_to_bf16(want.data(), y.data(), n);
       activation_forward_bf16(kind, got.data(), xb.data(), n);
       EXPECT_EQ(got, want) << name(kind) << " n=" << n;
-      // Overwrites (the fp32 kernel accumulates: into zeros here), also in place.
-      for (std::int64_t i = 0; i < n; ++i) dx_want[i] = 0.0f;
-      activation_backward(kind, dx_want.data(), dout.data(), x.data(), y.data(), n);
-      activation_backward_bf16_input(kind, dx_got.data(), dout.data(), xb.data(), n);
-      EXPECT_EQ(0, std::memcmp(dx_got.data(), dx_want.data(), sizeof(float) * n))
-          << name(kind) << " n=" << n;
-      activation_backward_bf16_input(kind, dout.data(), dout.data(), xb.data(), n);
-      EXPECT_EQ(0, std::memcmp(dout.data(), dx_want.data(), sizeof(float) * n))
-          << name(kind) << " n=" << n << " in place";
+      // Backward fused with the bias gradient and the cast: the three fp32 kernels' results.
+      for (int c = 0; c < M; ++c) db_got[c] = db_want[c];
+      for (std::int64_t i = 0; i < n; ++i) dx[i] = 0.0f;
+      activation_backward(kind, dx.data(), dout.data(), x.data(), y.data(), n);
+      bias_backward(db_want.data(), dx.data(), N, M);
+      cast_f32_to_bf16(want.data(), dx.data(), n);
+      activation_bias_backward_bf16(kind, db_got.data(), got.data(), dout.data(), xb.data(), N, M);
+      EXPECT_EQ(got, want) << name(kind) << " N=" << N << " M=" << M;
+      EXPECT_EQ(0, std::memcmp(db_got.data(), db_want.data(), sizeof(float) * M))
+          << name(kind) << " N=" << N << " M=" << M;
     }
   }
 }

@@ -86,6 +86,13 @@ struct Linear {
       return;
     }
     bias_backward_cast(db, dy_bf16, dy, M, static_cast<int>(N));  // one pass over dy
+    products_backward_bf16(dx, dw, dy_bf16, x_bf16, w_bf16, M, K, N);
+  }
+
+  // bf16 only: backward's two products from dy already in bf16 (the bias gradient done).
+  static void products_backward_bf16(float* dx, float* dw, const std::uint16_t* dy_bf16,
+                                     const std::uint16_t* x_bf16, const std::uint16_t* w_bf16,
+                                     std::int64_t M, std::int64_t K, std::int64_t N) {
     linear_backward_weight_bf16(dw, dy_bf16, x_bf16, M, K, N);
     linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N);
   }
@@ -341,19 +348,20 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     ready(lay.offset(Role::kFf2W, l));
     // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
     // (y > 0 exactly when x > 0, NaN included), so bf16 (no fp32 output kept) passes ff1.
-    float* d_ff1 = a.d_act.data();  // bf16: in place over d_act
+    // ff1 = h1·W1ᵀ + b1. In bf16, d_ff1 goes straight to bf16 with its bias gradient, never
+    // stored in fp32.
     if (bf16) {
-      activation_backward_bf16_input(act_kind(c.activation), d_ff1, a.d_act.data(),
-                                     s.ff1_bf16.data(), M * I);
+      activation_bias_backward_bf16(act_kind(c.activation), g.ff1_b, dy_bf16, a.d_act.data(),
+                                    s.ff1_bf16.data(), M, static_cast<int>(I));
+      Linear::products_backward_bf16(a.d_h1.data(), g.ff1_w, dy_bf16, s.h1_bf16.data(), wb.ff1_w, M,
+                                     C, I);
     } else {
-      d_ff1 = a.d_ff1.data();
       zero(a.d_ff1, M * I);
-      activation_backward(act_kind(c.activation), d_ff1, a.d_act.data(), s.ff1.data(), s.act.data(),
-                          M * I);
+      activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
+                          s.act.data(), M * I);
+      linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
+                      s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
     }
-    // ff1 = h1·W1ᵀ + b1
-    linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, d_ff1, dy_bf16, s.h1.data(), s.h1_bf16.data(),
-                    w.ff1_w, wb.ff1_w, M, C, I);
     ready(lay.offset(Role::kFf1W, l));
     // h1 = LN1(r1)
     zero(a.d_res1, M * C);
