@@ -1,18 +1,20 @@
 // Multi-head attention forward/backward on a fused QKV buffer, one (batch, head) pair per
-// task. The five products per head (scores, P·V; dP, dV, dQ, dK) run through the
-// register-blocked small_gemm over strided views of the QKV rows; softmax, dropout and
-// dS = P ⊙ (dP - r) are row loops between them.
+// task. The six products per head (scores, P·V; dV, dP, dQ, dK) run through the
+// register-blocked small_gemm over strided views of fp32 QKV rows, or through small_gemm_bf16
+// on bf16 operands packed from bf16 QKV rows; softmax, dropout and dS = P ⊙ (dP - r) are fp32
+// row loops between them.
 // Dropout on the probabilities uses the counter-based mask of dropout.h.
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/check.h"
 #include "base/parallel.h"
+#include "kernels/cast.h"
 #include "kernels/dropout_internal.h"
 #include "kernels/small_gemm.h"
 #include "kernels/vmath.h"
@@ -20,9 +22,10 @@
 namespace bertfit {
 namespace {
 
-// Addresses one (b, h) task's slices of a (T, 3C) sequence block: q, k, v rows of head h.
-// Inputs are read from `src` (the fp32 QKV rows themselves, or the head's slices widened from
-// bf16 into a (T, 3D) scratch); outputs (out, dqkv) are addressed through C and channel.
+// Addresses one (b, h) task's slices of a (T, 3C) sequence block: q, k, v rows of head h,
+// read in place from the fused QKV rows (fp32, or bf16 bits for the bf16 path); outputs (out,
+// dqkv) are addressed through C and channel.
+template <class E>
 struct Head {
   int T, C, D;
   const std::int32_t* mask;  // (T) of sequence b
@@ -30,12 +33,11 @@ struct Head {
   int kend;                  // keys [kend, T) are padding (probability 0): skipped
   int qend;                  // query rows computed: [0, qend)
   bool any_real;             // some key is real (else HF's rows are uniform over all T)
-  const float* src;          // row 0 of this head's q: src + i·src_row, k at +src_k, v at +src_v
-  std::int64_t src_row, src_k, src_v;
-  std::int64_t row() const { return 3 * static_cast<std::int64_t>(C); }  // of dqkv
-  const float* q(int i) const { return src + i * src_row; }
-  const float* k(int j) const { return src + j * src_row + src_k; }
-  const float* v(int j) const { return src + j * src_row + src_v; }
+  const E* src;              // row 0 of this head's q; k at +C, v at +2C; rows 3C apart
+  std::int64_t row() const { return 3 * static_cast<std::int64_t>(C); }
+  const E* q(int i) const { return src + i * row(); }
+  const E* k(int j) const { return src + j * row() + C; }
+  const E* v(int j) const { return src + j * row() + 2 * static_cast<std::int64_t>(C); }
 };
 
 struct Dropout {
@@ -80,7 +82,8 @@ Dropout make_dropout(float p, std::uint64_t key) {
   return d;
 }
 
-Head head_geometry(const AttentionShape& s, const std::int32_t* mask, int b, int h) {
+template <class E>
+Head<E> make_head(const AttentionShape& s, const E* qkv, const std::int32_t* mask, int b, int h) {
   const int D = s.C / s.H;
   const std::int32_t* m = mask + static_cast<std::int64_t>(b) * s.T;
   int kend = s.T;
@@ -89,42 +92,10 @@ Head head_geometry(const AttentionShape& s, const std::int32_t* mask, int b, int
   if (!any_real) kend = s.T;  // uniform rows over every key
   int qend = s.skip_padding_queries ? kend : s.T;
   if (s.max_queries > 0) qend = std::min(qend, s.max_queries);
-  return Head{s.T,     s.C, D, m, static_cast<std::int64_t>(h) * D, kend, qend, any_real,
-              nullptr, 0,   0, 0};
-}
-
-// fp32 QKV: q, k, v read in place. bf16 QKV: the head's rows [0, max(kend, qend)) widened
-// exactly into `wide` (T, 3D) first, so both run the same arithmetic on the same values.
-Head make_head(const AttentionShape& s, const float* qkv, const std::int32_t* mask, int b, int h,
-               std::vector<float>&) {
-  Head hd = head_geometry(s, mask, b, h);
-  hd.src = qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + hd.channel;
-  hd.src_row = hd.row();
-  hd.src_k = s.C;
-  hd.src_v = 2 * static_cast<std::int64_t>(s.C);
-  return hd;
-}
-
-Head make_head(const AttentionShape& s, const std::uint16_t* qkv, const std::int32_t* mask, int b,
-               int h, std::vector<float>& wide) {
-  Head hd = head_geometry(s, mask, b, h);
-  const int D = hd.D, rows = std::max(hd.kend, hd.qend);
-  wide.resize(static_cast<std::size_t>(s.T) * 3 * D);
-  const std::uint16_t* seq = qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + hd.channel;
-  for (int t = 0; t < rows; ++t) {
-    for (int part = 0; part < 3; ++part) {
-      const std::uint16_t* in = seq + t * hd.row() + static_cast<std::int64_t>(part) * s.C;
-      float* o = wide.data() + (static_cast<std::size_t>(t) * 3 + part) * D;
-      for (int d = 0; d < D; ++d) {
-        o[d] = std::bit_cast<float>(static_cast<std::uint32_t>(in[d]) << 16);
-      }
-    }
-  }
-  hd.src = wide.data();
-  hd.src_row = 3 * D;
-  hd.src_k = D;
-  hd.src_v = 2 * D;
-  return hd;
+  const std::int64_t channel = static_cast<std::int64_t>(h) * D;
+  return Head<E>{s.T,  s.C,      D,
+                 m,    channel,  kend,
+                 qend, any_real, qkv + static_cast<std::int64_t>(b) * s.T * 3 * s.C + channel};
 }
 
 int round_up16(int n) { return (n + 15) / 16 * 16; }
@@ -146,7 +117,7 @@ struct Scratch {
         keep(static_cast<std::size_t>(T) * round_up16(T)) {}
 };
 
-void scaled_queries(const Head& hd, float sqrt_d, Scratch& sc) {
+void scaled_queries(const Head<float>& hd, float sqrt_d, Scratch& sc) {
   for (int i = 0; i < hd.qend; ++i) {
     const float* qi = hd.q(i);
     float* o = sc.qs.data() + static_cast<std::size_t>(i) * hd.D;
@@ -156,7 +127,7 @@ void scaled_queries(const Head& hd, float sqrt_d, Scratch& sc) {
 
 // kt (D, Kp) = rows [0, K) of x (k or v of this head) transposed, zero past K.
 template <class RowFn>
-void transpose_keys(const Head& hd, int Kp, RowFn row, Scratch& sc) {
+void transpose_keys(const Head<float>& hd, int Kp, RowFn row, Scratch& sc) {
   const int K = hd.kend, D = hd.D;
   for (int j = 0; j < K; ++j) {
     const float* xj = row(j);
@@ -174,8 +145,9 @@ struct ProbsView {
   const float* p;
   std::ptrdiff_t ld;
 };
-ProbsView dropped_probs(const float* probs, const Head& hd, const Dropout& drop, int Kp,
-                        Scratch& sc) {
+template <class HeadT, class ScratchT>
+ProbsView dropped_probs(const float* probs, const HeadT& hd, const Dropout& drop, int Kp,
+                        ScratchT& sc) {
   if (!drop.active) return {probs, hd.T};
   for (int i = 0; i < hd.qend; ++i) {
     const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
@@ -191,8 +163,8 @@ ProbsView dropped_probs(const float* probs, const Head& hd, const Dropout& drop,
 }
 
 // out: the first row of sequence b; probs: this head's (T,T) block.
-void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop, float sqrt_d,
-                  Scratch& sc) {
+void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout& drop,
+                  float sqrt_d, Scratch& sc) {
   const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
   scaled_queries(hd, sqrt_d, sc);
   transpose_keys(
@@ -206,11 +178,11 @@ void head_forward(float* out, float* probs, const Head& hd, const Dropout& drop,
   }
   // out (Q, D) = dropout(P) · v
   const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
-  detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), hd.src_row, out + hd.channel, hd.C, false);
+  detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), hd.row(), out + hd.channel, hd.C, false);
 }
 
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
-void head_backward(float* dqkv, const float* dout, const float* probs, const Head& hd,
+void head_backward(float* dqkv, const float* dout, const float* probs, const Head<float>& hd,
                    const Dropout& drop, float sqrt_d, Scratch& sc) {
   const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
   const std::ptrdiff_t row = hd.row();
@@ -242,10 +214,111 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
     for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
   }
   // dQ (Q, D) += dS · k / √D;  dK (K, D) += dSᵀ · (q / √D)
-  detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), hd.src_row, dqkv + hd.channel, row,
+  detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), hd.row(), dqkv + hd.channel, row,
                      true);
   detail::small_gemm(K, D, Q, 1.0f, ds, 1, Kp, sc.qs.data(), D, dqkv + hd.C + hd.channel, row,
                      true);
+}
+
+// ---- bf16 QKV: the six products on bf16 operands with fp32 accumulation (small_gemm_bf16).
+// q, k, v are read as they are; the operands computed here (the dropped probabilities P̃, dO and
+// dS) are rounded to bf16 for their products, as under PyTorch's autocast; softmax, dropout
+// and dS = P ⊙ (dP - r) stay in fp32. Scores are (q · kᵀ) · (1/√D) (the fp32 path scales q
+// first: the same to within one rounding). Every product's K (a count of keys, queries or
+// channels) is padded to even with zeros; operand layouts in small_gemm.h. Transposed
+// operands (P̃ᵀ, dSᵀ) are read as A from pack_pairs' output, which interleaves pairs of rows.
+
+int round_up2(int n) { return n + n % 2; }
+
+struct ScratchBf16 {
+  std::vector<float> pd;           // (T, Kp) fp32 P̃ = dropout(P) (see dropped_probs)
+  std::vector<std::uint8_t> keep;  // (T, Kp) dropout's keep mask (1 = kept)
+  std::vector<std::uint16_t> a;    // row-major A operand: q (odd D), P̃, dO, dS
+  std::vector<std::uint32_t> at;   // pairs of rows of P̃ or dS, read as A = P̃ᵀ or dSᵀ
+  std::vector<std::uint32_t> b;    // B operand
+  std::vector<float> s;            // (T, Kp) scores (forward), dP then dS (backward)
+  ScratchBf16(int T, int D)
+      : pd(static_cast<std::size_t>(T) * round_up16(T)),
+        keep(static_cast<std::size_t>(T) * round_up16(T)),
+        a(static_cast<std::size_t>(T) * std::max(round_up2(T), round_up2(D))),
+        at(static_cast<std::size_t>(round_up2(T) / 2) * round_up16(T)),
+        b(std::max(static_cast<std::size_t>(round_up2(D) / 2) * round_up16(T),
+                   static_cast<std::size_t>(round_up2(T) / 2) * round_up16(D))),
+        s(static_cast<std::size_t>(T) * round_up16(T)) {}
+};
+
+void head_forward_bf16(float* out, float* probs, const Head<std::uint16_t>& hd, const Dropout& drop,
+                       float sqrt_d, ScratchBf16& sc) {
+  const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
+  const int De = round_up2(D), Ke = round_up2(K), Dp = round_up16(D);
+  // S (Q, K) = q · kᵀ / √D; q is an A operand in place unless D is odd.
+  detail::BF16Pairs qa{hd.q(0), hd.row(), 2};
+  if (D != De) {
+    detail::pack_rows(sc.a.data(), De, hd.q(0), hd.row(), Q, D);
+    qa = {sc.a.data(), De, 2};
+  }
+  detail::pack_pairs_within_rows(sc.b.data(), Kp, hd.k(0), hd.row(), D, K);
+  detail::small_gemm_bf16(Q, K, De / 2, 1.0f / sqrt_d, qa, sc.b.data(), Kp, sc.s.data(), Kp, false);
+  for (int i = 0; i < Q; ++i) {
+    float* pi = probs + static_cast<std::int64_t>(i) * T;
+    masked_softmax(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd.mask, K, hd.any_real);
+    std::fill(pi + K, pi + T, 0.0f);
+  }
+  // out (Q, D) = P̃ · v
+  const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
+  detail::pack_rows(sc.a.data(), Ke, p, ldp, Q, K);
+  detail::pack_pairs(sc.b.data(), Dp, hd.v(0), hd.row(), K, D);
+  detail::small_gemm_bf16(Q, D, Ke / 2, 1.0f, {sc.a.data(), Ke, 2}, sc.b.data(), Dp,
+                          out + hd.channel, hd.C, false);
+}
+
+void head_backward_bf16(float* dqkv, const float* dout, const float* probs,
+                        const Head<std::uint16_t>& hd, const Dropout& drop, float sqrt_d,
+                        ScratchBf16& sc) {
+  const int D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
+  const int De = round_up2(D), Ke = round_up2(K), Qe = round_up2(Q), Dp = round_up16(D);
+  const std::ptrdiff_t row = hd.row();
+  const float* dO = dout + hd.channel;
+  std::uint16_t* a = sc.a.data();
+  std::uint32_t* b = sc.b.data();
+  const detail::BF16Pairs at{sc.at.data(), 2, 2 * static_cast<std::ptrdiff_t>(Kp)};
+  // dV (K, D) += P̃ᵀ · dO
+  const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
+  detail::pack_pairs(sc.at.data(), Kp, p, ldp, Q, K);
+  detail::pack_pairs(b, Dp, dO, hd.C, Q, D);
+  detail::small_gemm_bf16(K, D, Qe / 2, 1.0f, at, b, Dp, dqkv + 2 * hd.C + hd.channel, row, true);
+  // dP_drop (Q, K) = dO · vᵀ
+  float* ds = sc.s.data();
+  detail::pack_rows(a, De, dO, hd.C, Q, D);
+  detail::pack_pairs_within_rows(b, Kp, hd.v(0), row, D, K);
+  detail::small_gemm_bf16(Q, K, De / 2, 1.0f, {a, De, 2}, b, Kp, ds, Kp, false);
+  // dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j;  dS = P ⊙ (dP - r)
+  for (int i = 0; i < Q; ++i) {
+    const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
+    float* dsi = ds + static_cast<std::size_t>(i) * Kp;
+    if (drop.active) {
+      const std::uint8_t* keep = sc.keep.data() + static_cast<std::size_t>(i) * Kp;
+      for (int j = 0; j < K; ++j) {
+        const float kept = dsi[j] * drop.scale;
+        dsi[j] = keep[j] != 0 ? kept : 0.0f;
+      }
+    }
+    double r = 0.0;
+#pragma omp simd reduction(+ : r)
+    for (int j = 0; j < K; ++j) r += static_cast<double>(dsi[j]) * pi[j];
+    const float rf = static_cast<float>(r);
+    for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
+  }
+  // dQ (Q, D) += dS · k / √D
+  detail::pack_rows(a, Ke, ds, Kp, Q, K);
+  detail::pack_pairs(b, Dp, hd.k(0), row, K, D);
+  detail::small_gemm_bf16(Q, D, Ke / 2, 1.0f / sqrt_d, {a, Ke, 2}, b, Dp, dqkv + hd.channel, row,
+                          true);
+  // dK (K, D) += dSᵀ · q / √D
+  detail::pack_pairs(sc.at.data(), Kp, ds, Kp, Q, K);
+  detail::pack_pairs(b, Dp, hd.q(0), row, Q, D);
+  detail::small_gemm_bf16(K, D, Qe / 2, 1.0f / sqrt_d, at, b, Dp, dqkv + hd.C + hd.channel, row,
+                          true);
 }
 
 void check_shape(const AttentionShape& s) {
@@ -266,15 +339,19 @@ void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* 
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    Scratch sc(s.T, D);
-    std::vector<float> wide;
+    std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16> sc(s.T, D);
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head hd = make_head(s, qkv, mask, b, h, wide);
+      const Head<QKV> hd = make_head(s, qkv, mask, b, h);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
-      head_forward(out + static_cast<std::int64_t>(b) * s.T * s.C,
-                   probs + static_cast<std::int64_t>(task) * s.T * s.T, hd, drop, sqrt_d, sc);
+      float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
+      float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
+      if constexpr (std::is_same_v<QKV, float>) {
+        head_forward(o, pr, hd, drop, sqrt_d, sc);
+      } else {
+        head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
+      }
     }
   });
 }
@@ -288,16 +365,19 @@ void backward_impl(float* dqkv, const float* dout, const QKV* qkv, const float* 
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
   parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    Scratch sc(s.T, D);
-    std::vector<float> wide;
+    std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16> sc(s.T, D);
     for (std::int64_t task = t0; task < t1; ++task) {
       const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head hd = make_head(s, qkv, mask, b, h, wide);
+      const Head<QKV> hd = make_head(s, qkv, mask, b, h);
       Dropout drop = drop0;
       drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
       const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
-      head_backward(dqkv + seq * 3 * s.C, dout + seq * s.C,
-                    probs + static_cast<std::int64_t>(task) * s.T * s.T, hd, drop, sqrt_d, sc);
+      const float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
+      if constexpr (std::is_same_v<QKV, float>) {
+        head_backward(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
+      } else {
+        head_backward_bf16(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
+      }
     }
   });
 }

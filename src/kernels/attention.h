@@ -29,9 +29,10 @@ struct AttentionShape {
 void attention_forward(float* out, float* probs, const float* qkv, const std::int32_t* mask,
                        AttentionShape s, float p, std::uint64_t key);
 
-// The same from a bf16 qkv (a bf16 product's output): each head's q, k, v are widened exactly to
-// fp32, then the same arithmetic as the fp32 version (bit for bit the fp32 version on the
-// widened values).
+// The same from a bf16 qkv (a bf16 product's output), with the products on bf16 operands and
+// fp32 accumulation (AVX512_BF16 where the CPU has it): q, k, v as they are, and the dropped
+// probabilities (forward), dO and dS (backward) rounded to bf16 for their products, as PyTorch's
+// autocast does; softmax, dropout and the saved probabilities stay fp32.
 void attention_forward(float* out, float* probs, const std::uint16_t* qkv, const std::int32_t* mask,
                        AttentionShape s, float p, std::uint64_t key);
 
@@ -44,7 +45,7 @@ void attention_forward(float* out, float* probs, const std::uint16_t* qkv, const
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key);
 
-// The same from a bf16 qkv (see attention_forward).
+// The same from a bf16 qkv (see the bf16 attention_forward).
 void attention_backward(float* dqkv, const float* dout, const std::uint16_t* qkv,
                         const float* probs, const std::int32_t* mask, AttentionShape s, float p,
                         std::uint64_t key);

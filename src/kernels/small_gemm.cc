@@ -3,6 +3,8 @@
 // the K loop streams one row of B and broadcasts one element of A per tile row.
 #include "kernels/small_gemm.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 namespace bertfit::detail {
@@ -98,6 +100,138 @@ void small_gemm(int M, int N, int K, float alpha, const float* a, std::ptrdiff_t
     for (int i = 0; i < M; ++i) {
       float s = 0.0f;
       for (int k = 0; k < K; ++k) s += a[i * a_row + k * a_col] * b[k * ldb + j];
+      float& out = c[i * ldc + j];
+      out = accumulate ? out + alpha * s : alpha * s;
+    }
+  }
+}
+
+// ---- bf16 operands ----------------------------------------------------------------------
+// Only the functions inside the target region use AVX-512; small_gemm_bf16 calls them after
+// checking the CPU at run time.
+namespace {
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bf16")
+
+// One MR × (NV·16) tile of C; the last vector's columns limited to `last` (a lane mask).
+template <int MR, int NV>
+void tile_bf16(int K2, float alpha, const BF16Pairs& a, const std::uint32_t* b, std::ptrdiff_t ldb,
+               float* c, std::ptrdiff_t ldc, bool accumulate, __mmask16 last) {
+  __m512 acc[MR][NV];
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < K2; ++kk) {
+    __m512bh bv[NV];
+    for (int v = 0; v < NV; ++v) {
+      bv[v] = (__m512bh)_mm512_loadu_si512(b + kk * ldb + v * kLanes);
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a.pair(r, kk)));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(alpha);
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < NV; ++v) {
+      float* cp = c + r * ldc + v * kLanes;
+      const __mmask16 m = v + 1 == NV ? last : __mmask16{0xffff};
+      __m512 out = _mm512_mul_ps(acc[r][v], scale);
+      if (accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(m, cp));
+      _mm512_mask_storeu_ps(cp, m, out);
+    }
+  }
+}
+
+template <int NV>
+void column_block_bf16(int M, int K2, float alpha, const BF16Pairs& a, const std::uint32_t* b,
+                       std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, bool accumulate,
+                       __mmask16 last) {
+  constexpr int kRows = 8;
+  int i = 0;
+  for (; i + kRows <= M; i += kRows) {
+    tile_bf16<kRows, NV>(K2, alpha, a.rows_from(i), b, ldb, c + i * ldc, ldc, accumulate, last);
+  }
+  const BF16Pairs ai = a.rows_from(i);
+  float* ci = c + i * ldc;
+  switch (M - i) {
+    case 0:
+      break;
+    case 1:
+      tile_bf16<1, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    case 2:
+      tile_bf16<2, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    case 3:
+      tile_bf16<3, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    case 4:
+      tile_bf16<4, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    case 5:
+      tile_bf16<5, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    case 6:
+      tile_bf16<6, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+    default:
+      tile_bf16<7, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
+      break;
+  }
+}
+
+void small_gemm_bf16_avx512(int M, int N, int K2, float alpha, const BF16Pairs& a,
+                            const std::uint32_t* b, std::ptrdiff_t ldb, float* c,
+                            std::ptrdiff_t ldc, bool accumulate) {
+  constexpr __mmask16 kAll = 0xffff;
+  int j = 0;
+  for (; j + 2 * kLanes <= N; j += 2 * kLanes) {
+    column_block_bf16<2>(M, K2, alpha, a, b + j, ldb, c + j, ldc, accumulate, kAll);
+  }
+  for (; j < N; j += kLanes) {  // 16 columns, or the last 1-15 under a mask
+    const int n = N - j < kLanes ? N - j : kLanes;
+    const auto last = static_cast<__mmask16>((1u << n) - 1u);
+    column_block_bf16<1>(M, K2, alpha, a, b + j, ldb, c + j, ldc, accumulate, last);
+  }
+}
+
+#pragma GCC pop_options
+
+float widen(std::uint32_t half) {
+  const std::uint32_t u = half << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+bool has_bf16_dot() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+void small_gemm_bf16(int M, int N, int K2, float alpha, const BF16Pairs& a, const std::uint32_t* b,
+                     std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, bool accumulate) {
+  if (has_bf16_dot()) {
+    small_gemm_bf16_avx512(M, N, K2, alpha, a, b, ldb, c, ldc, accumulate);
+  } else {
+    small_gemm_bf16_scalar(M, N, K2, alpha, a, b, ldb, c, ldc, accumulate);
+  }
+}
+
+void small_gemm_bf16_scalar(int M, int N, int K2, float alpha, const BF16Pairs& a,
+                            const std::uint32_t* b, std::ptrdiff_t ldb, float* c,
+                            std::ptrdiff_t ldc, bool accumulate) {
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      float s = 0.0f;
+      for (int kk = 0; kk < K2; ++kk) {
+        const std::uint32_t ap = a.pair(i, kk), bp = b[kk * ldb + j];
+        s += widen(ap & 0xffffu) * widen(bp & 0xffffu) + widen(ap >> 16) * widen(bp >> 16);
+      }
       float& out = c[i * ldc + j];
       out = accumulate ? out + alpha * s : alpha * s;
     }

@@ -187,8 +187,8 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     AttentionShape layer_shape = shape;
     if (first_only) layer_shape.max_queries = 1;
     if (bf16) {
-      // qkv feeds only attention, which widens each head's slice: kept as the product's bf16
-      // output (as autocast's), half the bytes of fp32.
+      // qkv feeds only attention, whose products read it as bf16 operands: kept as the
+      // product's bf16 output (as autocast's), half the bytes of fp32.
       linear.forward_to_bf16(s.qkv_bf16.data(), x, s.x_bf16.data(), wb.qkv_w, w.qkv_b, N, C, 3 * C);
       if (a.packed) unpack_rows(s.qkv_bf16.data(), a.token_rows.data(), N, padded, 3 * C);
       attention_forward(att, s.probs.data(), s.qkv_bf16.data(), in.attention_mask, layer_shape,
