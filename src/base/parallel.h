@@ -34,4 +34,26 @@ void parallel_for(std::int64_t n, std::int64_t min_per_thread, Body&& body) {
   }
 }
 
+// Runs body(i, state) for every i in [0, n), handing the indices out one at a time to whichever
+// thread is free: for tasks of uneven cost (attention's (sequence, head) pairs, whose cost
+// follows the sequence's length), and so that a thread slowed by something else on its core
+// takes fewer. state = make_state() once per thread (scratch buffers). The body must not depend
+// on which thread runs which index.
+template <class MakeState, class Body>
+void parallel_tasks(std::int64_t n, MakeState&& make_state, Body&& body) {
+  int threads = num_threads();
+  if (threads <= 1 || n < 2) {
+    if (n <= 0) return;
+    auto state = make_state();
+    for (std::int64_t i = 0; i < n; ++i) body(i, state);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    auto state = make_state();
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < n; ++i) body(i, state);
+  }
+}
+
 }  // namespace bertfit

@@ -1,9 +1,9 @@
 // Multi-head attention forward/backward on a fused QKV buffer, one (batch, head) pair per
-// task. The six products per head (scores, P·V; dV, dP, dQ, dK) run through the
-// register-blocked small_gemm over strided views of fp32 QKV rows, or through small_gemm_bf16
-// on bf16 operands packed from bf16 QKV rows; softmax, dropout and dS = P ⊙ (dP - r) are fp32
-// row loops between them.
-// Dropout on the probabilities uses the counter-based mask of dropout.h.
+// task, tasks handed to threads dynamically (their cost follows the sequence's length). The six
+// products per head (scores, P·V; dV, dP, dQ, dK) run through the register-blocked small_gemm over
+// strided views of fp32 QKV rows, or through small_gemm_bf16 on bf16 operands packed from bf16 QKV
+// rows; softmax, dropout and dS = P ⊙ (dP - r) are fp32 row loops between them. Dropout on the
+// probabilities uses the counter-based mask of dropout.h.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -338,22 +338,22 @@ void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* 
   const int D = s.C / s.H;
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
-  parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16> sc(s.T, D);
-    for (std::int64_t task = t0; task < t1; ++task) {
-      const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head<QKV> hd = make_head(s, qkv, mask, b, h);
-      Dropout drop = drop0;
-      drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
-      float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
-      float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
-      if constexpr (std::is_same_v<QKV, float>) {
-        head_forward(o, pr, hd, drop, sqrt_d, sc);
-      } else {
-        head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
-      }
-    }
-  });
+  using ScratchT = std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16>;
+  parallel_tasks(
+      static_cast<std::int64_t>(s.B) * s.H, [&] { return ScratchT(s.T, D); },
+      [&](std::int64_t task, ScratchT& sc) {
+        const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
+        const Head<QKV> hd = make_head(s, qkv, mask, b, h);
+        Dropout drop = drop0;
+        drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
+        float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
+        float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
+        if constexpr (std::is_same_v<QKV, float>) {
+          head_forward(o, pr, hd, drop, sqrt_d, sc);
+        } else {
+          head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
+        }
+      });
 }
 
 template <class QKV>
@@ -364,22 +364,22 @@ void backward_impl(float* dqkv, const float* dout, const QKV* qkv, const float* 
   const int D = s.C / s.H;
   const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
   const Dropout drop0 = make_dropout(p, key);
-  parallel_for(static_cast<std::int64_t>(s.B) * s.H, 1, [&](std::int64_t t0, std::int64_t t1) {
-    std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16> sc(s.T, D);
-    for (std::int64_t task = t0; task < t1; ++task) {
-      const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-      const Head<QKV> hd = make_head(s, qkv, mask, b, h);
-      Dropout drop = drop0;
-      drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
-      const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
-      const float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
-      if constexpr (std::is_same_v<QKV, float>) {
-        head_backward(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
-      } else {
-        head_backward_bf16(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
-      }
-    }
-  });
+  using ScratchT = std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16>;
+  parallel_tasks(
+      static_cast<std::int64_t>(s.B) * s.H, [&] { return ScratchT(s.T, D); },
+      [&](std::int64_t task, ScratchT& sc) {
+        const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
+        const Head<QKV> hd = make_head(s, qkv, mask, b, h);
+        Dropout drop = drop0;
+        drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
+        const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
+        const float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
+        if constexpr (std::is_same_v<QKV, float>) {
+          head_backward(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
+        } else {
+          head_backward_bf16(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
+        }
+      });
 }
 
 }  // namespace
