@@ -144,8 +144,8 @@ MatmulDesc forward_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
           .stride_b = N * K,
           .stride_c = M * N};
 }
-MatmulDesc backward_input_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
-  // dx (M,K) += dy (M,N) · w (N,K)
+MatmulDesc backward_input_desc(std::int64_t M, std::int64_t K, std::int64_t N, Output out) {
+  // dx (M,K) += dy (M,N) · w (N,K), or = when out is kOverwrite
   return {.M = M,
           .N = K,
           .K = N,
@@ -155,7 +155,7 @@ MatmulDesc backward_input_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
           .stride_a = M * N,
           .stride_b = N * K,
           .stride_c = M * K,
-          .beta = 1.0f};
+          .beta = out == Output::kAccumulate ? 1.0f : 0.0f};
 }
 MatmulDesc backward_weight_desc(std::int64_t M, std::int64_t K, std::int64_t N) {
   // dw (N,K) += dyᵀ (N,M) · x (M,K), dy stored (M,N)
@@ -180,8 +180,8 @@ void linear_forward(float* y, const float* x, const float* w, const float* bias,
 }
 
 void linear_backward_input(float* dx, const float* dy, const float* w, std::int64_t M,
-                           std::int64_t K, std::int64_t N) {
-  run(backward_input_desc(M, K, N), dy, w, dx, nullptr);
+                           std::int64_t K, std::int64_t N, Output out) {
+  run(backward_input_desc(M, K, N, out), dy, w, dx, nullptr);
 }
 
 void linear_backward_weight(float* dw, const float* dy, const float* x, std::int64_t M,
@@ -200,8 +200,8 @@ void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const std
 }
 
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,
-                                std::int64_t M, std::int64_t K, std::int64_t N) {
-  run(backward_input_desc(M, K, N), dy, w, dx, nullptr, true);
+                                std::int64_t M, std::int64_t K, std::int64_t N, Output out) {
+  run(backward_input_desc(M, K, N, out), dy, w, dx, nullptr, true);
 }
 
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,

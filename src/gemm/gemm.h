@@ -11,9 +11,13 @@ namespace bertfit {
 void linear_forward(float* y, const float* x, const float* w, const float* bias, std::int64_t M,
                     std::int64_t K, std::int64_t N);
 
-// dx (M,K) += dy (M,N) · w (N,K).
+// How a product's output meets what dx holds: summed onto it, or written over it (no need to
+// zero dx first, and the product does not read it).
+enum class Output { kAccumulate, kOverwrite };
+
+// dx (M,K) += dy (M,N) · w (N,K)  (or = with Output::kOverwrite).
 void linear_backward_input(float* dx, const float* dy, const float* w, std::int64_t M,
-                           std::int64_t K, std::int64_t N);
+                           std::int64_t K, std::int64_t N, Output out = Output::kAccumulate);
 
 // dw (N,K) += dyᵀ (N,M) · x (M,K).
 void linear_backward_weight(float* dw, const float* dy, const float* x, std::int64_t M,
@@ -41,7 +45,8 @@ void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* 
 void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const std::uint16_t* w,
                              const float* bias, std::int64_t M, std::int64_t K, std::int64_t N);
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::uint16_t* w,
-                                std::int64_t M, std::int64_t K, std::int64_t N);
+                                std::int64_t M, std::int64_t K, std::int64_t N,
+                                Output out = Output::kAccumulate);
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
                                  std::int64_t M, std::int64_t K, std::int64_t N);
 

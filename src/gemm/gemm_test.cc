@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -96,6 +97,12 @@ TEST(Gemm, LinearForwardAndBackward) {
     MatmulDesc bi{.M = M, .N = K, .K = N, .lda = N, .ldb = K, .ldc = K, .beta = 1.0f};
     ref_matmul(bi, dy.data(), w.data(), dx_ref.data(), nullptr);
     expect_close(dx, dx_ref, N);
+    // dx = dy w (overwrites: NaN before must not leak in).
+    std::vector<float> dx_new(M * K, std::numeric_limits<float>::quiet_NaN()), dx_new_ref(M * K);
+    linear_backward_input(dx_new.data(), dy.data(), w.data(), M, K, N, Output::kOverwrite);
+    bi.beta = 0.0f;
+    ref_matmul(bi, dy.data(), w.data(), dx_new_ref.data(), nullptr);
+    expect_close(dx_new, dx_new_ref, N);
     // dw += dyᵀ x.
     auto dw = random_vec(N * K, rng);
     auto dw_ref = dw;
@@ -180,6 +187,10 @@ TEST(Gemm, Bf16LinearMatchesFp32OfRoundedInputs) {
     linear_backward_input_bf16(dx.data(), dyb.data(), wb.data(), M, K, N);
     linear_backward_input(dx_ref.data(), dy.data(), w.data(), M, K, N);
     expect_close(dx, dx_ref, N);
+    std::vector<float> dx_new(M * K, std::numeric_limits<float>::quiet_NaN()), dx_new_ref(M * K);
+    linear_backward_input_bf16(dx_new.data(), dyb.data(), wb.data(), M, K, N, Output::kOverwrite);
+    linear_backward_input(dx_new_ref.data(), dy.data(), w.data(), M, K, N, Output::kOverwrite);
+    expect_close(dx_new, dx_new_ref, N);
     auto dw = random_vec(N * K, rng);
     auto dw_ref = dw;
     linear_backward_weight_bf16(dw.data(), dyb.data(), xb.data(), M, K, N);

@@ -75,26 +75,28 @@ struct Linear {
     linear_forward_bf16_out(y_bf16, x_bf16, w_bf16, b, M, K, N);
   }
 
-  // dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy. dy_bf16: scratch of M·N.
-  void backward(float* dx, float* dw, float* db, const float* dy, std::uint16_t* dy_bf16,
-                const float* x, const std::uint16_t* x_bf16, const float* w,
+  // dx (M,K) += dy·w (= with dx_out kOverwrite: dx's own input gradient is this product
+  // alone, and need not be zeroed); dw (N,K) += dyᵀ·x; db (N) += Σ dy. dy_bf16: scratch of M·N.
+  void backward(float* dx, Output dx_out, float* dw, float* db, const float* dy,
+                std::uint16_t* dy_bf16, const float* x, const std::uint16_t* x_bf16, const float* w,
                 const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K, std::int64_t N) const {
     if (!bf16) {
       bias_backward(db, dy, M, static_cast<int>(N));
       linear_backward_weight(dw, dy, x, M, K, N);
-      linear_backward_input(dx, dy, w, M, K, N);
+      linear_backward_input(dx, dy, w, M, K, N, dx_out);
       return;
     }
     bias_backward_cast(db, dy_bf16, dy, M, static_cast<int>(N));  // one pass over dy
-    products_backward_bf16(dx, dw, dy_bf16, x_bf16, w_bf16, M, K, N);
+    products_backward_bf16(dx, dx_out, dw, dy_bf16, x_bf16, w_bf16, M, K, N);
   }
 
   // bf16 only: backward's two products from dy already in bf16 (the bias gradient done).
-  static void products_backward_bf16(float* dx, float* dw, const std::uint16_t* dy_bf16,
-                                     const std::uint16_t* x_bf16, const std::uint16_t* w_bf16,
-                                     std::int64_t M, std::int64_t K, std::int64_t N) {
+  static void products_backward_bf16(float* dx, Output dx_out, float* dw,
+                                     const std::uint16_t* dy_bf16, const std::uint16_t* x_bf16,
+                                     const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K,
+                                     std::int64_t N) {
     linear_backward_weight_bf16(dw, dy_bf16, x_bf16, M, K, N);
-    linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N);
+    linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N, dx_out);
   }
 };
 
@@ -301,18 +303,18 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
 
   // Head, reversed.
   const std::int64_t BC = std::int64_t{B} * C;
-  zero(a.d_pre_drop, BC);
   zero(a.d_pre, BC);
-  zero(a.d_cls, BC);
-  linear.backward(a.d_pre_drop.data(), G(Role::kClsW), G(Role::kClsB), a.dlogits.data(), dy_bf16,
-                  a.pre_drop.data(), a.pre_bf16.data(), P(Role::kClsW), W(Role::kClsW), B, C, K);
+  linear.backward(a.d_pre_drop.data(), Output::kOverwrite, G(Role::kClsW), G(Role::kClsB),
+                  a.dlogits.data(), dy_bf16, a.pre_drop.data(), a.pre_bf16.data(), P(Role::kClsW),
+                  W(Role::kClsW), B, C, K);
   dropout_backward(a.d_pre.data(), a.d_pre_drop.data(), BC, p_cls, key(c.layers, kSiteClassifier));
   // ReLU / tanh backward read their output; the in-place forward left it in a.pre.
   zero(a.d_pre_drop, BC);  // reuse as d(pre-activation)
   activation_backward(bert ? ActKind::kTanh : ActKind::kRelu, a.d_pre_drop.data(), a.d_pre.data(),
                       nullptr, a.pre.data(), BC);
-  linear.backward(a.d_cls.data(), G(Role::kPreW), G(Role::kPreB), a.d_pre_drop.data(), dy_bf16,
-                  a.cls.data(), a.cls_bf16.data(), P(Role::kPreW), W(Role::kPreW), B, C, C);
+  linear.backward(a.d_cls.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB),
+                  a.d_pre_drop.data(), dy_bf16, a.cls.data(), a.cls_bf16.data(), P(Role::kPreW),
+                  W(Role::kPreW), B, C, C);
   ready(lay.layer_begin(c.layers));
   if (a.cls_only) {
     std::memcpy(a.d_out.data(), a.d_cls.data(),
@@ -342,8 +344,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     zero(a.d_ff2, M * C);
     dropout_backward(a.d_ff2.data(), a.d_res2.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
     // f2 = act·W2ᵀ + b2
-    zero(a.d_act, M * I);
-    linear.backward(a.d_act.data(), g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
+    linear.backward(a.d_act.data(), Output::kOverwrite, g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
                     bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, M, I, C);
     ready(lay.offset(Role::kFf2W, l));
     // act = act(ff1). GELU's backward reads ff1; ReLU's reads the output's sign, which is ff1's
@@ -353,14 +354,14 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     if (bf16) {
       activation_bias_backward_bf16(act_kind(c.activation), g.ff1_b, dy_bf16, a.d_act.data(),
                                     s.ff1_bf16.data(), M, static_cast<int>(I));
-      Linear::products_backward_bf16(a.d_h1.data(), g.ff1_w, dy_bf16, s.h1_bf16.data(), wb.ff1_w, M,
-                                     C, I);
+      Linear::products_backward_bf16(a.d_h1.data(), Output::kAccumulate, g.ff1_w, dy_bf16,
+                                     s.h1_bf16.data(), wb.ff1_w, M, C, I);
     } else {
       zero(a.d_ff1, M * I);
       activation_backward(act_kind(c.activation), a.d_ff1.data(), a.d_act.data(), s.ff1.data(),
                           s.act.data(), M * I);
-      linear.backward(a.d_h1.data(), g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16, s.h1.data(),
-                      s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
+      linear.backward(a.d_h1.data(), Output::kAccumulate, g.ff1_w, g.ff1_b, a.d_ff1.data(), dy_bf16,
+                      s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
     }
     ready(lay.offset(Role::kFf1W, l));
     // h1 = LN1(r1)
@@ -377,9 +378,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
                        key(l, kSiteAttentionOutput));
       d_proj = a.d_att_proj.data();
     }
-    zero(a.d_att, M * C);
-    linear.backward(a.d_att.data(), g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(), s.att_bf16.data(),
-                    w.o_w, wb.o_w, M, C, C);
+    linear.backward(a.d_att.data(), Output::kOverwrite, g.o_w, g.o_b, d_proj, dy_bf16, s.att.data(),
+                    s.att_bf16.data(), w.o_w, wb.o_w, M, C, C);
     ready(lay.offset(Role::kOW, l));
     // att = Attn(qkv), on the padded layout
     AttentionShape layer_shape = shape;
@@ -402,8 +402,8 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     }
     if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
     // qkv = x·Wqkvᵀ + bqkv
-    linear.backward(a.d_in.data(), g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16, x, s.x_bf16.data(),
-                    w.qkv_w, wb.qkv_w, N, C, 3 * C);
+    linear.backward(a.d_in.data(), Output::kAccumulate, g.qkv_w, g.qkv_b, a.d_qkv.data(), dy_bf16,
+                    x, s.x_bf16.data(), w.qkv_w, wb.qkv_w, N, C, 3 * C);
     ready(lay.layer_begin(l));
     std::swap(a.d_out, a.d_in);
   }
