@@ -179,6 +179,31 @@ ProbsView dropped_probs(const float* probs, const HeadT& hd, const Dropout& drop
   return {sc.pd.data(), Kp};
 }
 
+// In place over rows [0, Q) of ds (leading dimension Kp), holding dP_drop = dO · vᵀ:
+// dP = dP_drop ⊙ keep / (1-p) (keep: the mask dropped_probs left, same layout);
+// r = Σ_j dP_j P_j;  dS = P ⊙ (dP - r), over the keys [0, kend).
+template <class HeadT>
+void softmax_backward_rows(float* ds, int Kp, const float* probs, const HeadT& hd,
+                           const Dropout& drop, const std::uint8_t* keep_mask) {
+  const int K = hd.kend;
+  for (int i = 0; i < hd.qend; ++i) {
+    const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
+    float* dsi = ds + static_cast<std::size_t>(i) * Kp;
+    if (drop.active) {
+      const std::uint8_t* keep = keep_mask + static_cast<std::size_t>(i) * Kp;
+      for (int j = 0; j < K; ++j) {
+        const float kept = dsi[j] * drop.scale;
+        dsi[j] = keep[j] != 0 ? kept : 0.0f;
+      }
+    }
+    double r = 0.0;
+#pragma omp simd reduction(+ : r)
+    for (int j = 0; j < K; ++j) r += static_cast<double>(dsi[j]) * pi[j];
+    const float rf = static_cast<float>(r);
+    for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
+  }
+}
+
 // out: the first row of sequence b; probs: this head's (T,T) block.
 void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout& drop,
                   float sqrt_d, Scratch& sc) {
@@ -201,7 +226,7 @@ void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
 void head_backward(float* dqkv, const float* dout, const float* probs, const Head<float>& hd,
                    const Dropout& drop, float sqrt_d, Scratch& sc) {
-  const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
+  const int D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
   const std::ptrdiff_t row = hd.row();
   const float* dO = dout + hd.channel;
   scaled_queries(hd, sqrt_d, sc);
@@ -213,23 +238,7 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
   // dP_drop (Q, Kp) = dO · vᵀ
   float* ds = sc.s.data();
   detail::small_gemm(Q, Kp, D, 1.0f, dO, hd.C, 1, sc.kt.data(), Kp, ds, Kp, false);
-  // dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j;  dS = P ⊙ (dP - r)
-  for (int i = 0; i < Q; ++i) {
-    const float* pi = probs + static_cast<std::int64_t>(i) * T;
-    float* dsi = ds + static_cast<std::size_t>(i) * Kp;
-    if (drop.active) {  // the mask dropped_probs left in sc.keep
-      const std::uint8_t* keep = sc.keep.data() + static_cast<std::size_t>(i) * Kp;
-      for (int j = 0; j < K; ++j) {
-        const float kept = dsi[j] * drop.scale;
-        dsi[j] = keep[j] != 0 ? kept : 0.0f;
-      }
-    }
-    double r = 0.0;
-#pragma omp simd reduction(+ : r)
-    for (int j = 0; j < K; ++j) r += static_cast<double>(dsi[j]) * pi[j];
-    const float rf = static_cast<float>(r);
-    for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
-  }
+  softmax_backward_rows(ds, Kp, probs, hd, drop, sc.keep.data());
   // dQ (Q, D) += dS · k / √D;  dK (K, D) += dSᵀ · (q / √D)
   detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), hd.row(), dqkv + hd.channel, row,
                      true);
@@ -310,23 +319,7 @@ void head_backward_bf16(float* dqkv, const float* dout, const float* probs,
   detail::pack_rows(a, De, dO, hd.C, Q, D);
   detail::pack_pairs_within_rows(b, Kp, hd.v(0), row, D, K);
   detail::small_gemm_bf16(Q, K, De / 2, 1.0f, {a, De, 2}, b, Kp, ds, Kp, false);
-  // dP = dP_drop ⊙ keep / (1-p);  r = Σ_j dP_j P_j;  dS = P ⊙ (dP - r)
-  for (int i = 0; i < Q; ++i) {
-    const float* pi = probs + static_cast<std::int64_t>(i) * hd.T;
-    float* dsi = ds + static_cast<std::size_t>(i) * Kp;
-    if (drop.active) {
-      const std::uint8_t* keep = sc.keep.data() + static_cast<std::size_t>(i) * Kp;
-      for (int j = 0; j < K; ++j) {
-        const float kept = dsi[j] * drop.scale;
-        dsi[j] = keep[j] != 0 ? kept : 0.0f;
-      }
-    }
-    double r = 0.0;
-#pragma omp simd reduction(+ : r)
-    for (int j = 0; j < K; ++j) r += static_cast<double>(dsi[j]) * pi[j];
-    const float rf = static_cast<float>(r);
-    for (int j = 0; j < K; ++j) dsi[j] = pi[j] * (dsi[j] - rf);
-  }
+  softmax_backward_rows(ds, Kp, probs, hd, drop, sc.keep.data());
   // dQ (Q, D) += dS · k / √D
   detail::pack_rows(a, Ke, ds, Kp, Q, K);
   detail::pack_pairs(b, Dp, hd.k(0), row, K, D);

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace bertfit::detail {
 namespace {
@@ -19,6 +20,37 @@ inline Vec load(const float* p) {
   return v;
 }
 inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+
+// f(std::integral_constant<int, R>{}) for R = rows in [1, 7], nothing for 0: the last, shorter
+// row tile of a column block, its row count a template argument.
+template <class F>
+void with_tail_rows(int rows, F&& f) {
+  switch (rows) {
+    case 0:
+      break;
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      break;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      break;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      break;
+    case 5:
+      f(std::integral_constant<int, 5>{});
+      break;
+    case 6:
+      f(std::integral_constant<int, 6>{});
+      break;
+    default:
+      f(std::integral_constant<int, 7>{});
+      break;
+  }
+}
 
 // One MR × (NV·16) tile of C.
 template <int MR, int NV>
@@ -54,33 +86,10 @@ void column_block(int M, int K, float alpha, const float* a, std::ptrdiff_t a_ro
   for (; i + kRows <= M; i += kRows) {
     tile<kRows, NV>(K, alpha, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc, accumulate);
   }
-  const float* ai = a + i * a_row;
-  float* ci = c + i * ldc;
-  switch (M - i) {
-    case 0:
-      break;
-    case 1:
-      tile<1, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    case 2:
-      tile<2, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    case 3:
-      tile<3, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    case 4:
-      tile<4, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    case 5:
-      tile<5, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    case 6:
-      tile<6, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-    default:
-      tile<7, NV>(K, alpha, ai, a_row, a_col, b, ldb, ci, ldc, accumulate);
-      break;
-  }
+  with_tail_rows(M - i, [&](auto rows) {
+    tile<decltype(rows)::value, NV>(K, alpha, a + i * a_row, a_row, a_col, b, ldb, c + i * ldc, ldc,
+                                    accumulate);
+  });
 }
 
 }  // namespace
@@ -153,33 +162,10 @@ void column_block_bf16(int M, int K2, float alpha, const BF16Pairs& a, const std
   for (; i + kRows <= M; i += kRows) {
     tile_bf16<kRows, NV>(K2, alpha, a.rows_from(i), b, ldb, c + i * ldc, ldc, accumulate, last);
   }
-  const BF16Pairs ai = a.rows_from(i);
-  float* ci = c + i * ldc;
-  switch (M - i) {
-    case 0:
-      break;
-    case 1:
-      tile_bf16<1, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    case 2:
-      tile_bf16<2, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    case 3:
-      tile_bf16<3, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    case 4:
-      tile_bf16<4, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    case 5:
-      tile_bf16<5, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    case 6:
-      tile_bf16<6, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-    default:
-      tile_bf16<7, NV>(K2, alpha, ai, b, ldb, ci, ldc, accumulate, last);
-      break;
-  }
+  with_tail_rows(M - i, [&](auto rows) {
+    tile_bf16<decltype(rows)::value, NV>(K2, alpha, a.rows_from(i), b, ldb, c + i * ldc, ldc,
+                                         accumulate, last);
+  });
 }
 
 void small_gemm_bf16_avx512(int M, int N, int K2, float alpha, const BF16Pairs& a,
