@@ -341,9 +341,11 @@ void check_shape(const AttentionShape& s) {
 
 namespace {
 
-template <class QKV>
-void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* mask,
-                  AttentionShape s, float p, std::uint64_t key) {
+// Checks the shape, then runs fn(task, b, head, dropout, √D, scratch) for every (sequence b,
+// head) task on the threads, each with the task's dropout stream and its thread's scratch.
+template <class QKV, class Fn>
+void for_each_head(const QKV* qkv, const std::int32_t* mask, AttentionShape s, float p,
+                   std::uint64_t key, Fn&& fn) {
   check_shape(s);
   CHECK(mask != nullptr, "attention needs a key mask");
   const int D = s.C / s.H;
@@ -353,46 +355,45 @@ void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* 
   parallel_tasks(
       static_cast<std::int64_t>(s.B) * s.H, [&] { return thread_scratch<ScratchT>(s.T, D); },
       [&](std::int64_t task, ScratchT* scratch) {
-        ScratchT& sc = *scratch;
         const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-        const Head<QKV> hd = make_head(s, qkv, mask, b, h);
         Dropout drop = drop0;
         drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
-        float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
-        float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
-        if constexpr (std::is_same_v<QKV, float>) {
-          head_forward(o, pr, hd, drop, sqrt_d, sc);
-        } else {
-          head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
-        }
+        fn(task, b, make_head(s, qkv, mask, b, h), drop, sqrt_d, *scratch);
       });
+}
+
+template <class QKV>
+void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* mask,
+                  AttentionShape s, float p, std::uint64_t key) {
+  for_each_head(qkv, mask, s, p, key,
+                [&](std::int64_t task, int b, const Head<QKV>& hd, const Dropout& drop,
+                    float sqrt_d, auto& sc) {
+                  float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
+                  float* pr = probs + task * s.T * s.T;
+                  if constexpr (std::is_same_v<QKV, float>) {
+                    head_forward(o, pr, hd, drop, sqrt_d, sc);
+                  } else {
+                    head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
+                  }
+                });
 }
 
 template <class QKV>
 void backward_impl(float* dqkv, const float* dout, const QKV* qkv, const float* probs,
                    const std::int32_t* mask, AttentionShape s, float p, std::uint64_t key) {
-  check_shape(s);
-  CHECK(mask != nullptr, "attention needs a key mask");
-  const int D = s.C / s.H;
-  const float sqrt_d = static_cast<float>(std::sqrt(static_cast<double>(D)));
-  const Dropout drop0 = make_dropout(p, key);
-  using ScratchT = std::conditional_t<std::is_same_v<QKV, float>, Scratch, ScratchBf16>;
-  parallel_tasks(
-      static_cast<std::int64_t>(s.B) * s.H, [&] { return thread_scratch<ScratchT>(s.T, D); },
-      [&](std::int64_t task, ScratchT* scratch) {
-        ScratchT& sc = *scratch;
-        const int b = static_cast<int>(task / s.H), h = static_cast<int>(task % s.H);
-        const Head<QKV> hd = make_head(s, qkv, mask, b, h);
-        Dropout drop = drop0;
-        drop.base = static_cast<std::uint64_t>(task) * s.T * s.T;
-        const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
-        const float* pr = probs + static_cast<std::int64_t>(task) * s.T * s.T;
-        if constexpr (std::is_same_v<QKV, float>) {
-          head_backward(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
-        } else {
-          head_backward_bf16(dqkv + seq * 3 * s.C, dout + seq * s.C, pr, hd, drop, sqrt_d, sc);
-        }
-      });
+  for_each_head(qkv, mask, s, p, key,
+                [&](std::int64_t task, int b, const Head<QKV>& hd, const Dropout& drop,
+                    float sqrt_d, auto& sc) {
+                  const std::int64_t seq = static_cast<std::int64_t>(b) * s.T;
+                  float* dq = dqkv + seq * 3 * s.C;
+                  const float* dO = dout + seq * s.C;
+                  const float* pr = probs + task * s.T * s.T;
+                  if constexpr (std::is_same_v<QKV, float>) {
+                    head_backward(dq, dO, pr, hd, drop, sqrt_d, sc);
+                  } else {
+                    head_backward_bf16(dq, dO, pr, hd, drop, sqrt_d, sc);
+                  }
+                });
 }
 
 }  // namespace
