@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages bertfit needs to build, test and run (only those missing).
 # Usage: scripts/setup.sh            (as root, or with sudo available)
+# ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL runtime, and its CMake package
+# (find_package(dnnl)) fails without OpenCL's headers; apt only recommends it, and recommends
+# are not installed here.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
-  libdnnl-dev libopenmpi-dev openmpi-bin
+  libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libutf8proc-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
