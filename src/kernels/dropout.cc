@@ -73,22 +73,7 @@ void dropout_forward(float* out, const float* x, std::int64_t n, float p, std::u
 }
 
 void dropout_backward(float* dx, const float* dout, std::int64_t n, float p, std::uint64_t key) {
-  CHECK(n >= 0, "n = ", n);
-  const std::uint32_t threshold = detail::keep_threshold(p);
-  if (p == 0.0f) {
-    parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) dx[i] += dout[i];
-    });
-    return;
-  }
-  const float scale = detail::keep_scale(p);
-  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      const std::uint32_t bits = detail::random_bits(key, static_cast<std::uint64_t>(i));
-      const float kept = dout[i] * scale;
-      dx[i] += bits >= threshold ? kept : 0.0f;
-    }
-  });
+  dropout_forward(dx, dout, n, p, key);
 }
 
 }  // namespace bertfit

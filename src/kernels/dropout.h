@@ -21,7 +21,8 @@ bool dropout_keep(std::uint64_t key, std::uint64_t i, float p);
 // out = keep ? x / (1-p) : 0 over n elements; out may alias x. p == 0 copies (or no-op).
 void dropout_forward(float* out, const float* x, std::int64_t n, float p, std::uint64_t key);
 
-// dx += keep ? dout / (1-p) : 0.
+// dx = keep ? dout / (1-p) : 0 (written, not summed): the same mask as the forward with the
+// same key, so this is dropout_forward on dout. dx may alias dout.
 void dropout_backward(float* dx, const float* dout, std::int64_t n, float p, std::uint64_t key);
 
 }  // namespace bertfit

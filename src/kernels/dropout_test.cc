@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -32,21 +33,19 @@ TEST(Dropout, MatchesReference) {
       FloatView x(n), y(n), dout(n), dx(n);
       x.fill_uniform(rng, -1, 1);
       dout.fill_uniform(rng, -1, 1);
-      dx.fill_uniform(rng, -1, 1);
+      dx.fill(std::numeric_limits<float>::quiet_NaN());  // written: none may survive
       dropout_forward(y.data(), x.data(), n, p, kKey);
-      std::vector<double> ry(n), rdx = dx.to_double();
+      std::vector<double> ry(n), rdx(n);
       ref::dropout_forward(ry.data(), x.to_double().data(), n, p, kKey);
       // Kept: x · (1 / float(1-p)): float(1-p) and the division round once each, the product
       // once: <= 3u relative. Dropped: exactly 0.
       EXPECT_TRUE(all_close(y.data(), ry.data(), n,
                             [&](std::int64_t i) { return 4 * kU * std::fabs(ry[i]); }));
-      const std::vector<double> dx0 = dx.to_double();
       ref::dropout_backward(rdx.data(), dout.to_double().data(), n, p, kKey);
       dropout_backward(dx.data(), dout.data(), n, p, kKey);
-      // dout·scale as above (3u of |dout·scale| <= 3u·2|dout|), then one add into dx.
-      EXPECT_TRUE(all_close(dx.data(), rdx.data(), n, [&](std::int64_t i) {
-        return 4 * kU * std::fabs(rdx[i] - dx0[i]) + 2 * kU * std::fabs(rdx[i]);
-      }));
+      // dout·scale as above; dropped: exactly 0.
+      EXPECT_TRUE(all_close(dx.data(), rdx.data(), n,
+                            [&](std::int64_t i) { return 4 * kU * std::fabs(rdx[i]); }));
     }
   }
 }
@@ -145,7 +144,7 @@ TEST(Dropout, KeysDoNotCollide) {
   EXPECT_NE(dropout_key(1, 2, 3, 4, 5), dropout_key(1, 2, 3, 5, 4));
 }
 
-TEST(Dropout, ZeroProbabilityCopiesAndAdds) {
+TEST(Dropout, ZeroProbabilityCopies) {
   const std::int64_t n = 65;
   Rng rng(5);
   FloatView x(n), y(n), dx(n);
@@ -154,7 +153,7 @@ TEST(Dropout, ZeroProbabilityCopiesAndAdds) {
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), sizeof(float) * n));
   dx.fill(1.0f);
   dropout_backward(dx.data(), x.data(), n, 0.0f, kKey);
-  for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(dx[i], 1.0f + x[i]);
+  EXPECT_EQ(0, std::memcmp(x.data(), dx.data(), sizeof(float) * n));
 }
 
 }  // namespace

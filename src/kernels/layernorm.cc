@@ -66,7 +66,7 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
       for (int c = 0; c < C; ++c) {
         const float xhat = (xr[c] - m) * rs;
         const float g = gr[c] * weight[c];
-        dxr[c] += rs * (g - mean_g - xhat * mean_gx);
+        dxr[c] = rs * (g - mean_g - xhat * mean_gx);
       }
     }
   });

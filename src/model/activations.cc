@@ -67,7 +67,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   grow(probs, nb * K);
   grow(dlogits, nb * K);
   if (training_) {
-    for (auto* b : {&d_out, &d_in, &d_res2, &d_ff2, &d_h1, &d_res1, &d_att_proj, &d_att}) {
+    for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att_proj, &d_att}) {
       grow(*b, rows * C);
     }
     grow(d_act, rows * I);

@@ -303,7 +303,6 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
 
   // Head, reversed.
   const std::int64_t BC = std::int64_t{B} * C;
-  zero(a.d_pre, BC);
   linear.backward(a.d_pre_drop.data(), Output::kOverwrite, G(Role::kClsW), G(Role::kClsB),
                   a.dlogits.data(), dy_bf16, a.pre_drop.data(), a.pre_bf16.data(), P(Role::kClsW),
                   W(Role::kClsW), B, C, K);
@@ -334,15 +333,12 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     const auto g = layer_tensors(lay, grads, l);
     const bool first_only = a.cls_only && l == c.layers - 1;
     const std::int64_t M = first_only ? B : N;  // rows after attention (see forward)
-    // out = LN2(r2)
-    zero(a.d_res2, M * C);
-    layernorm_backward(a.d_res2.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(), w.ln2_w,
+    // out = LN2(r2) and r2 = h1 + Drop(f2): d_h1 starts as d_r2, so LN2's backward writes d_r2
+    // there; d_f2 = Drop'(d_r2).
+    layernorm_backward(a.d_h1.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(), w.ln2_w,
                        s.mean2.data(), s.rstd2.data(), M, C);
     ready(lay.offset(Role::kLn2W, l));
-    // r2 = h1 + Drop(f2): d_h1 starts as d_r2; d_f2 = Drop'(d_r2)
-    std::memcpy(a.d_h1.data(), a.d_res2.data(), M * C * sizeof(float));
-    zero(a.d_ff2, M * C);
-    dropout_backward(a.d_ff2.data(), a.d_res2.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
+    dropout_backward(a.d_ff2.data(), a.d_h1.data(), M * C, p_hidden, key(l, kSiteFfnOutput));
     // f2 = act·W2ᵀ + b2
     linear.backward(a.d_act.data(), Output::kOverwrite, g.ff2_w, g.ff2_b, a.d_ff2.data(), dy_bf16,
                     bf16 ? nullptr : s.act.data(), s.act_bf16.data(), w.ff2_w, wb.ff2_w, M, I, C);
@@ -364,17 +360,14 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
                       s.h1.data(), s.h1_bf16.data(), w.ff1_w, wb.ff1_w, M, C, I);
     }
     ready(lay.offset(Role::kFf1W, l));
-    // h1 = LN1(r1)
-    zero(a.d_res1, M * C);
-    layernorm_backward(a.d_res1.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(), w.ln1_w,
+    // h1 = LN1(r1) and r1 = x + Drop(att·Woᵀ + bo): d_x starts as d_r1, so LN1's backward
+    // writes d_r1 there. The projection's backward reads it before anything adds to d_x.
+    layernorm_backward(a.d_in.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(), w.ln1_w,
                        s.mean1.data(), s.rstd1.data(), M, C);
     ready(lay.offset(Role::kLn1W, l));
-    // r1 = x + Drop(att·Woᵀ + bo): d_x starts as d_r1
-    std::memcpy(a.d_in.data(), a.d_res1.data(), M * C * sizeof(float));
-    const float* d_proj = a.d_res1.data();
+    const float* d_proj = a.d_in.data();
     if (bert) {
-      zero(a.d_att_proj, M * C);
-      dropout_backward(a.d_att_proj.data(), a.d_res1.data(), M * C, p_hidden,
+      dropout_backward(a.d_att_proj.data(), a.d_in.data(), M * C, p_hidden,
                        key(l, kSiteAttentionOutput));
       d_proj = a.d_att_proj.data();
     }
@@ -409,13 +402,12 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   }
 
   // Embeddings, reversed: x0 = Drop(LN(emb)).
-  zero(a.d_res1, N * C);  // reuse as d(LN output)
-  dropout_backward(a.d_res1.data(), a.d_out.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
-  zero(a.d_res2, N * C);  // reuse as d(emb)
-  layernorm_backward(a.d_res2.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), a.d_res1.data(),
+  // d(LN output) in place over d_out, then d(emb) into d_in (free after the last swap).
+  dropout_backward(a.d_out.data(), a.d_out.data(), N * C, p_hidden, key(0, kSiteEmbeddings));
+  layernorm_backward(a.d_in.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), a.d_out.data(),
                      a.emb.data(), P(Role::kEmbLnW), a.emb_mean.data(), a.emb_rstd.data(), N, C);
   embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
-                     a.d_res2.data(), a.ids.data(), a.positions.data(),
+                     a.d_in.data(), a.ids.data(), a.positions.data(),
                      bert ? a.types.data() : nullptr, N, C, c.pad_token_id);
   ready(0);
 }

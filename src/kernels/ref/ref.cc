@@ -44,7 +44,7 @@ void layernorm_backward(double* dx, double* dweight, double* dbias, const double
       dweight[c] += dout[r * C + c] * xhat[c];
       dbias[c] += dout[r * C + c];
     }
-    for (int c = 0; c < C; ++c) dx[r * C + c] += rstd[r] * (g[c] - mean_g - xhat[c] * mean_gx);
+    for (int c = 0; c < C; ++c) dx[r * C + c] = rstd[r] * (g[c] - mean_g - xhat[c] * mean_gx);
   }
 }
 
@@ -110,7 +110,7 @@ void dropout_forward(double* out, const double* x, std::int64_t n, float p, std:
 void dropout_backward(double* dx, const double* dout, std::int64_t n, float p, std::uint64_t key) {
   const double scale = 1.0 / (1.0 - p);
   for (std::int64_t i = 0; i < n; ++i) {
-    if (dropout_keep(key, static_cast<std::uint64_t>(i), p)) dx[i] += dout[i] * scale;
+    dx[i] = dropout_keep(key, static_cast<std::uint64_t>(i), p) ? dout[i] * scale : 0.0;
   }
 }
 

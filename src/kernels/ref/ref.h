@@ -1,6 +1,7 @@
 // Scalar double-precision references of every kernel in kernels/: the readable specification
 // and the oracle of the tests. Same argument order and semantics as the fast kernels (forward
-// overwrites, backward accumulates with +=), written for clarity, never for speed. Dropout
+// overwrites, backward accumulates parameter gradients with += and writes the input's gradient
+// where the fast kernel does: LayerNorm and dropout), written for clarity, never for speed. Dropout
 // masks come from bertfit::dropout_keep, which defines them.
 #pragma once
 
