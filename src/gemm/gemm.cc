@@ -4,6 +4,8 @@
 // recently used out): with unpadded execution the token count, and so a product's M or K,
 // changes with every batch, and an unbounded cache would grow by a dozen primitives per step
 // for the whole run. Transposed operands are expressed with strides, so no copies are made.
+// A weight prepared once per update (PreparedWeightBf16) is held in the blocked layout oneDNN's
+// bf16 kernels read, which they would otherwise make from a plain weight on every call.
 #include "gemm/gemm.h"
 
 #include <algorithm>
@@ -25,9 +27,10 @@ struct Key {
   bool bias;
   bool bf16;      // a and b are bf16
   bool bf16_out;  // c is bf16 (rounded to nearest even from the fp32 accumulation)
+  bool prepared;  // b is a prepared weight (blocked_bf16_weights); a, b, c two-dimensional
   auto tie() const {
     return std::tie(d.batch, d.M, d.N, d.K, d.trans_a, d.trans_b, d.lda, d.ldb, d.ldc, d.stride_a,
-                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out);
+                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out, prepared);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -66,15 +69,34 @@ memory::desc operand(std::int64_t batch, std::int64_t rows, std::int64_t cols, b
   return memory::desc(dims, type, strides);
 }
 
+// The layout oneDNN's bf16 matmul chooses for a (rows, cols) weight, rows being the reduction:
+// what it would otherwise copy a plain weight into on every call. oneDNN 2.6 here picks the
+// same one (BA16a64b2a) for every M and for all of the model's shapes, so it is queried once
+// with M = 256 and used for any M (a primitive accepts any layout; only speed could differ).
+memory::desc blocked_bf16_weights(const dnnl::engine& engine, std::int64_t rows,
+                                  std::int64_t cols) {
+  const memory::desc src({256, rows}, memory::data_type::bf16, memory::format_tag::ab);
+  const memory::desc w({rows, cols}, memory::data_type::bf16, memory::format_tag::any);
+  const memory::desc dst({256, cols}, memory::data_type::f32, memory::format_tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w, dst), engine).weights_desc();
+}
+
 Cached make_primitive(const Key& key) {
   const MatmulDesc& d = key.d;
   Cached c;
   const auto in_type = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a, in_type);
-  c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b, in_type);
-  c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c,
-                key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32);
-  if (key.bias) c.bias = memory::desc({1, 1, d.N}, memory::data_type::f32, Dims{d.N, d.N, 1});
+  const auto out_type = key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32;
+  if (key.prepared) {
+    c.a = memory::desc({d.M, d.K}, in_type, Dims{d.lda, 1});
+    c.b = blocked_bf16_weights(context().engine, d.K, d.N);
+    c.c = memory::desc({d.M, d.N}, out_type, Dims{d.ldc, 1});
+    if (key.bias) c.bias = memory::desc({1, d.N}, memory::data_type::f32, Dims{d.N, 1});
+  } else {
+    c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a, in_type);
+    c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b, in_type);
+    c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c, out_type);
+    if (key.bias) c.bias = memory::desc({1, 1, d.N}, memory::data_type::f32, Dims{d.N, d.N, 1});
+  }
   dnnl::primitive_attr attr;
   if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
   if (d.beta != 0.0f) {
@@ -89,12 +111,14 @@ Cached make_primitive(const Key& key) {
   return c;
 }
 
+// prepared_b: b is held in this layout (a prepared weight), which must be the one
+// make_primitive chooses for the shape.
 void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float* bias,
-         bool bf16 = false, bool bf16_out = false) {
+         bool bf16 = false, bool bf16_out = false, const memory::desc* prepared_b = nullptr) {
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
-  Key key{d, bias != nullptr, bf16, bf16_out};
+  Key key{d, bias != nullptr, bf16, bf16_out, prepared_b != nullptr};
   Cached cached;  // a copy (handles): another thread may evict the entry meanwhile
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
@@ -111,6 +135,8 @@ void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float
     it->second.last_use = ++ctx.uses;
     cached = it->second;
   }
+  CHECK(prepared_b == nullptr || cached.b == *prepared_b,
+        "a prepared weight's layout is not the one its product expects");
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(cached.a, ctx.engine, const_cast<void*>(a))},
       {DNNL_ARG_WEIGHTS, memory(cached.b, ctx.engine, const_cast<void*>(b))},
@@ -207,6 +233,110 @@ void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::u
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
                                  std::int64_t M, std::int64_t K, std::int64_t N) {
   run(backward_weight_desc(M, K, N), dy, x, dw, nullptr, true);
+}
+
+struct PreparedWeightBf16::Impl {
+  // One bf16 copy of the weight in a blocked layout, and the reorder that makes it from the
+  // plain fp32 weight (rounding to nearest even, as cast_f32_to_bf16).
+  struct Copy {
+    memory::desc from, desc;
+    memory data;
+    dnnl::reorder reorder;
+    bool valid = false;  // made by the last prepare()
+  };
+  std::int64_t N = 0, K = 0;
+  Copy fwd, bwd;  // fwd: the (K,N) weight of x·wᵀ; bwd: the (N,K) weight of dy·w
+};
+
+namespace {
+
+// from: the fp32 weight viewed as the product's (rows, cols) operand.
+void make_copy(PreparedWeightBf16::Impl::Copy& c, const memory::desc& from, std::int64_t rows,
+               std::int64_t cols) {
+  const dnnl::engine& engine = context().engine;
+  c.from = from;
+  c.desc = blocked_bf16_weights(engine, rows, cols);
+  c.data = memory(c.desc, engine);
+  c.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine, c.from, engine, c.desc));
+}
+
+void refresh(PreparedWeightBf16::Impl::Copy& c, const float* w) {
+  auto& ctx = context();
+  memory src(c.from, ctx.engine, const_cast<float*>(w));
+  c.reorder.execute(ctx.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c.data}});
+  ctx.stream.wait();
+  c.valid = true;
+}
+
+}  // namespace
+
+PreparedWeightBf16::PreparedWeightBf16() = default;
+PreparedWeightBf16::~PreparedWeightBf16() = default;
+PreparedWeightBf16::PreparedWeightBf16(PreparedWeightBf16&&) noexcept = default;
+PreparedWeightBf16& PreparedWeightBf16::operator=(PreparedWeightBf16&&) noexcept = default;
+
+void PreparedWeightBf16::prepare(const float* w, std::int64_t N, std::int64_t K,
+                                 bool with_backward) {
+  CHECK(N > 0 && K > 0, "prepared weight of shape (", N, ", ", K, ")");
+  if (!impl_ || impl_->N != N || impl_->K != K) {
+    impl_ = std::make_unique<Impl>();
+    impl_->N = N;
+    impl_->K = K;
+    // w (N,K) row-major is the (K,N) operand wᵀ with strides (1, K).
+    make_copy(impl_->fwd, memory::desc({K, N}, memory::data_type::f32, Dims{1, K}), K, N);
+  }
+  refresh(impl_->fwd, w);
+  impl_->bwd.valid = false;
+  if (with_backward) {
+    if (!impl_->bwd.data) {
+      make_copy(impl_->bwd, memory::desc({N, K}, memory::data_type::f32, Dims{K, 1}), N, K);
+    }
+    refresh(impl_->bwd, w);
+  }
+}
+
+std::int64_t PreparedWeightBf16::N() const { return impl_ ? impl_->N : 0; }
+std::int64_t PreparedWeightBf16::K() const { return impl_ ? impl_->K : 0; }
+bool PreparedWeightBf16::has_backward() const { return impl_ && impl_->bwd.valid; }
+
+const PreparedWeightBf16::Impl& prepared_impl(const PreparedWeightBf16& w) {
+  CHECK(w.impl_ != nullptr, "product with a weight that was never prepared");
+  return *w.impl_;
+}
+
+namespace {
+
+void prepared_forward(void* y, bool bf16_out, const std::uint16_t* x, const PreparedWeightBf16& w,
+                      const float* bias, std::int64_t M) {
+  const auto& p = prepared_impl(w);
+  const MatmulDesc d{.M = M, .N = p.N, .K = p.K, .lda = p.K, .ldc = p.N};
+  run(d, x, p.fwd.data.get_data_handle(), y, bias, true, bf16_out, &p.fwd.desc);
+}
+
+}  // namespace
+
+void linear_forward_bf16(float* y, const std::uint16_t* x, const PreparedWeightBf16& w,
+                         const float* bias, std::int64_t M) {
+  prepared_forward(y, false, x, w, bias, M);
+}
+
+void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const PreparedWeightBf16& w,
+                             const float* bias, std::int64_t M) {
+  prepared_forward(y, true, x, w, bias, M);
+}
+
+void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const PreparedWeightBf16& w,
+                                std::int64_t M, Output out) {
+  const auto& p = prepared_impl(w);
+  CHECK(p.bwd.valid, "backward product with a weight prepared without its backward copy");
+  // dx (M,K) (+)= dy (M,N) · w (N,K)
+  const MatmulDesc d{.M = M,
+                     .N = p.K,
+                     .K = p.N,
+                     .lda = p.N,
+                     .ldc = p.K,
+                     .beta = out == Output::kAccumulate ? 1.0f : 0.0f};
+  run(d, dy, p.bwd.data.get_data_handle(), dx, nullptr, true, false, &p.bwd.desc);
 }
 
 std::size_t gemm_cache_size() {

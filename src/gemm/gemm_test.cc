@@ -199,5 +199,75 @@ TEST(Gemm, Bf16LinearMatchesFp32OfRoundedInputs) {
   }
 }
 
+// A prepared weight rounds the fp32 weight itself (to nearest even, as f32_to_bf16) and serves
+// products of any M, forward and backward-input, as the plain bf16 weight does.
+TEST(Gemm, PreparedBf16WeightMatchesFp32OfRoundedInputs) {
+  std::mt19937 rng(5);
+  for (auto [K, N] : {std::pair{1, 1}, {64, 65}, {768, 33}, {130, 2}}) {
+    const auto w = random_vec(N * K, rng);
+    std::vector<float> w_rounded(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) w_rounded[i] = bf16_to_f32(f32_to_bf16(w[i]));
+    PreparedWeightBf16 pw;
+    pw.prepare(w.data(), N, K, /*with_backward=*/false);
+    EXPECT_FALSE(pw.has_backward());
+    pw.prepare(w.data(), N, K, /*with_backward=*/true);
+    ASSERT_TRUE(pw.has_backward());
+    EXPECT_EQ(pw.N(), N);
+    EXPECT_EQ(pw.K(), K);
+    for (int M : {1, 7, 300}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " N=" << N);
+      auto x = random_vec(M * K, rng), dy = random_vec(M * N, rng), bias = random_vec(N, rng);
+      std::vector<std::uint16_t> xb(x.size()), dyb(dy.size());
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_f32(xb[i] = f32_to_bf16(x[i]));
+      for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = bf16_to_f32(dyb[i] = f32_to_bf16(dy[i]));
+      std::vector<float> y(M * N), y_ref(M * N);
+      linear_forward_bf16(y.data(), xb.data(), pw, bias.data(), M);
+      linear_forward(y_ref.data(), x.data(), w_rounded.data(), bias.data(), M, K, N);
+      expect_close(y, y_ref, K);
+      std::vector<std::uint16_t> yb(M * N);
+      linear_forward_bf16_out(yb.data(), xb.data(), pw, bias.data(), M);
+      for (int i = 0; i < M * N; ++i) {
+        const float got = bf16_to_f32(yb[i]), want = y[i];
+        EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -8) + 1e-6f * K) << i;
+      }
+      auto dx = random_vec(M * K, rng);
+      auto dx_ref = dx;
+      linear_backward_input_bf16(dx.data(), dyb.data(), pw, M);
+      linear_backward_input(dx_ref.data(), dy.data(), w_rounded.data(), M, K, N);
+      expect_close(dx, dx_ref, N);
+      std::vector<float> dx_new(M * K, std::numeric_limits<float>::quiet_NaN());
+      linear_backward_input_bf16(dx_new.data(), dyb.data(), pw, M, Output::kOverwrite);
+      std::vector<float> dx_new_ref(M * K);
+      linear_backward_input(dx_new_ref.data(), dy.data(), w_rounded.data(), M, K, N,
+                            Output::kOverwrite);
+      expect_close(dx_new, dx_new_ref, N);
+    }
+  }
+}
+
+// Preparing again reads the new values (and a new shape re-lays out); a forward-only prepare
+// leaves no stale backward copy usable.
+TEST(Gemm, PreparedBf16WeightFollowsUpdates) {
+  std::mt19937 rng(6);
+  const int M = 3, K = 32, N = 16;
+  PreparedWeightBf16 pw;
+  const auto x = random_vec(M * K, rng);
+  std::vector<std::uint16_t> xb(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+  std::vector<float> y1(M * N), y2(M * N), w(N * K, 1.0f);
+  pw.prepare(w.data(), N, K, true);
+  linear_forward_bf16(y1.data(), xb.data(), pw, nullptr, M);
+  for (auto& v : w) v = 2.0f;
+  pw.prepare(w.data(), N, K, false);
+  EXPECT_FALSE(pw.has_backward());
+  linear_forward_bf16(y2.data(), xb.data(), pw, nullptr, M);
+  for (int i = 0; i < M * N; ++i) EXPECT_EQ(y2[i], 2.0f * y1[i]) << i;
+  std::vector<float> w2(8 * 4, 1.0f), y3(M * 8);
+  std::vector<std::uint16_t> x3(M * 4, f32_to_bf16(1.0f));
+  pw.prepare(w2.data(), 8, 4, true);
+  linear_forward_bf16(y3.data(), x3.data(), pw, nullptr, M);
+  for (float v : y3) EXPECT_EQ(v, 4.0f);
+}
+
 }  // namespace
 }  // namespace bertfit

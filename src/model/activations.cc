@@ -16,7 +16,7 @@ void grow(AlignedBuffer<T>& b, std::int64_t n) {
 }  // namespace
 
 void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training, bool bf16,
-                         std::int64_t params_total, bool keep_hidden) {
+                         bool keep_hidden) {
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
@@ -76,7 +76,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
   }
   if (bf16_) {
-    grow(weights_bf16, params_total);
     grow(shared_hidden, rows * C);
     grow(shared_att, rows * C);
     for (auto& l : layers) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "gemm/gemm.h"
 #include "model/config.h"
 
 namespace bertfit {
@@ -71,9 +72,10 @@ struct Activations {
   AlignedBuffer<float> d_qkv;                     // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
 
-  // bf16 precision only: weights of the matrix products (same offsets as the flat parameter
-  // buffer), the head's product inputs, and the bf16 copy of an output gradient.
-  AlignedBuffer<std::uint16_t> weights_bf16;  // (layout.total())
+  // bf16 precision only: the matrix products' weights prepared for gemm/ (per layer qkv, o,
+  // ff1, ff2, then the head's pre-classifier and classifier; see BertModel::forward), the
+  // head's product inputs, and the bf16 copy of an output gradient.
+  std::vector<PreparedWeightBf16> weights_bf16;
   // bf16 only: fp32 tensors that feed only bf16 products and residual adds, so backward never
   // reads them, live in two buffers shared by all layers instead of one per layer: the hidden
   // state (x0, then each layer's h1 and out, unless hidden states are kept) and the attention
@@ -83,11 +85,11 @@ struct Activations {
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
-  // the bf16 copies (weights_bf16 must then hold `params_total` values).
+  // the bf16 copies.
   // keep_hidden (bf16 only; fp32 always keeps them): x0 and every layer's out get their own
   // buffers, so hidden(l) is valid after the forward.
   void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
-              std::int64_t params_total = 0, bool keep_hidden = false);
+              bool keep_hidden = false);
 
   // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
   // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,

@@ -53,33 +53,42 @@ LayerTensors<F> layer_tensors(const ParamLayout& lay, F* base, int l) {
 }
 
 // One Linear layer's products in the model's precision. In bf16 the input is rounded into
-// x_bf16 (kept for the weight gradient) and the weights come from the bf16 copy; in fp32 the
-// bf16 arguments are unused (and may be null).
+// x_bf16 (kept for the weight gradient) and the weights come prepared (Activations::
+// weights_bf16); in fp32 the bf16 arguments are unused (and may be null).
 struct Linear {
   bool bf16;
 
+  // The prepared weight, checked to be the (N,K) weight the call describes.
+  static const PreparedWeightBf16& prepared(const PreparedWeightBf16* w, std::int64_t K,
+                                            std::int64_t N) {
+    CHECK(w != nullptr && w->K() == K && w->N() == N, "bf16 product without its (", N, ", ", K,
+          ") prepared weight");
+    return *w;
+  }
+
   // y (M,N) = x (M,K) · wᵀ + b
   void forward(float* y, const float* x, std::uint16_t* x_bf16, const float* w,
-               const std::uint16_t* w_bf16, const float* b, std::int64_t M, std::int64_t K,
+               const PreparedWeightBf16* w_bf16, const float* b, std::int64_t M, std::int64_t K,
                std::int64_t N) const {
     if (!bf16) return linear_forward(y, x, w, b, M, K, N);
     cast_f32_to_bf16(x_bf16, x, M * K);
-    linear_forward_bf16(y, x_bf16, w_bf16, b, M, K, N);
+    linear_forward_bf16(y, x_bf16, prepared(w_bf16, K, N), b, M);
   }
 
   // bf16 only: y_bf16 (M,N) = bf16(x · wᵀ + b), for outputs read only by bf16-input kernels.
   void forward_to_bf16(std::uint16_t* y_bf16, const float* x, std::uint16_t* x_bf16,
-                       const std::uint16_t* w_bf16, const float* b, std::int64_t M, std::int64_t K,
-                       std::int64_t N) const {
+                       const PreparedWeightBf16* w_bf16, const float* b, std::int64_t M,
+                       std::int64_t K, std::int64_t N) const {
     cast_f32_to_bf16(x_bf16, x, M * K);
-    linear_forward_bf16_out(y_bf16, x_bf16, w_bf16, b, M, K, N);
+    linear_forward_bf16_out(y_bf16, x_bf16, prepared(w_bf16, K, N), b, M);
   }
 
   // dx (M,K) += dy·w (= with dx_out kOverwrite: dx's own input gradient is this product
   // alone, and need not be zeroed); dw (N,K) += dyᵀ·x; db (N) += Σ dy. dy_bf16: scratch of M·N.
   void backward(float* dx, Output dx_out, float* dw, float* db, const float* dy,
                 std::uint16_t* dy_bf16, const float* x, const std::uint16_t* x_bf16, const float* w,
-                const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K, std::int64_t N) const {
+                const PreparedWeightBf16* w_bf16, std::int64_t M, std::int64_t K,
+                std::int64_t N) const {
     if (!bf16) {
       bias_backward(db, dy, M, static_cast<int>(N));
       linear_backward_weight(dw, dy, x, M, K, N);
@@ -93,31 +102,50 @@ struct Linear {
   // bf16 only: backward's two products from dy already in bf16 (the bias gradient done).
   static void products_backward_bf16(float* dx, Output dx_out, float* dw,
                                      const std::uint16_t* dy_bf16, const std::uint16_t* x_bf16,
-                                     const std::uint16_t* w_bf16, std::int64_t M, std::int64_t K,
-                                     std::int64_t N) {
+                                     const PreparedWeightBf16* w_bf16, std::int64_t M,
+                                     std::int64_t K, std::int64_t N) {
     linear_backward_weight_bf16(dw, dy_bf16, x_bf16, M, K, N);
-    linear_backward_input_bf16(dx, dy_bf16, w_bf16, M, K, N, dx_out);
+    linear_backward_input_bf16(dx, dy_bf16, prepared(w_bf16, K, N), M, dx_out);
   }
 };
 
-// The bf16 copy of every matrix-product weight (same offsets as params).
-void cast_weights(const ParamLayout& lay, const float* params, std::uint16_t* out) {
-  for (const ParamEntry& e : lay.entries()) {
-    switch (e.role) {
-      case Role::kQW:  // q, k, v weights are adjacent: one cast each, simply
-      case Role::kKW:
-      case Role::kVW:
-      case Role::kOW:
-      case Role::kFf1W:
-      case Role::kFf2W:
-      case Role::kPreW:
-      case Role::kClsW:
-        cast_f32_to_bf16(out + e.offset, params + e.offset, e.size);
-        break;
-      default:
-        break;
-    }
+// Activations::weights_bf16: per layer qkv, o, ff1, ff2, then the head's two.
+enum WeightSlot { kSlotQkv, kSlotO, kSlotFf1, kSlotFf2, kSlotsPerLayer };
+std::size_t layer_slot(int layer, WeightSlot w) {
+  return static_cast<std::size_t>(layer) * kSlotsPerLayer + w;
+}
+std::size_t head_slot(const ModelConfig& c, Role r) {
+  return layer_slot(c.layers, kSlotQkv) + (r == Role::kClsW ? 1 : 0);
+}
+
+// Every matrix-product weight rounded to bf16 and laid out for gemm/ (the backward-input copy
+// too when training), from the fp32 parameters: once per forward, as they change every step.
+void prepare_weights(const ModelConfig& c, const ParamLayout& lay, const float* params,
+                     bool with_backward, std::vector<PreparedWeightBf16>& out) {
+  const std::int64_t C = c.hidden, I = c.intermediate;
+  out.resize(head_slot(c, Role::kClsW) + 1);
+  for (int l = 0; l < c.layers; ++l) {
+    // q, k, v weights are adjacent: one (3C,C) weight
+    out[layer_slot(l, kSlotQkv)].prepare(params + lay.offset(Role::kQW, l), 3 * C, C,
+                                         with_backward);
+    out[layer_slot(l, kSlotO)].prepare(params + lay.offset(Role::kOW, l), C, C, with_backward);
+    out[layer_slot(l, kSlotFf1)].prepare(params + lay.offset(Role::kFf1W, l), I, C, with_backward);
+    out[layer_slot(l, kSlotFf2)].prepare(params + lay.offset(Role::kFf2W, l), C, I, with_backward);
   }
+  out[head_slot(c, Role::kPreW)].prepare(params + lay.offset(Role::kPreW), C, C, with_backward);
+  out[head_slot(c, Role::kClsW)].prepare(params + lay.offset(Role::kClsW), c.num_labels, C,
+                                         with_backward);
+}
+
+// One layer's prepared weights (all null in fp32).
+struct LayerWeightsBf16 {
+  const PreparedWeightBf16 *qkv_w = nullptr, *o_w = nullptr, *ff1_w = nullptr, *ff2_w = nullptr;
+};
+LayerWeightsBf16 layer_weights_bf16(const Activations& a, bool bf16, int l) {
+  if (!bf16) return {};
+  const auto& w = a.weights_bf16;
+  return {&w[layer_slot(l, kSlotQkv)], &w[layer_slot(l, kSlotO)], &w[layer_slot(l, kSlotFf1)],
+          &w[layer_slot(l, kSlotFf2)]};
 }
 
 }  // namespace
@@ -145,10 +173,10 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   CHECK(T <= c.max_positions, "T ", T, " > max positions ", c.max_positions);
   // Hidden states of every layer are kept in fp32 (backward reads them) and on request.
   const bool keep_hidden = !bf16 || in.full_last_layer;
-  a.resize(c, B, T, drop.train, bf16, lay.total(), keep_hidden);
+  a.resize(c, B, T, drop.train, bf16, keep_hidden);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   const std::int64_t N = a.N, padded = std::int64_t{B} * T;
-  if (bf16) cast_weights(lay, params, a.weights_bf16.data());
+  if (bf16) prepare_weights(c, lay, params, /*with_backward=*/drop.train, a.weights_bf16);
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
     return dropout_key(drop.seed, drop.step, drop.micro, layer, site);
@@ -159,7 +187,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   const bool bert = c.arch == Arch::kBert;
   const float eps = static_cast<float>(c.layer_norm_eps);
   auto P = [&](Role r, int l = 0) { return params + lay.offset(r, l); };
-  auto W = [&](Role r, int l = 0) { return a.weights_bf16.data() + lay.offset(r, l); };
+  auto W = [&](Role r) { return &a.weights_bf16[head_slot(c, r)]; };
 
   // Embeddings: x0 = Dropout(LN(word + pos (+ type))).
   embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(), bert ? a.types.data() : nullptr,
@@ -180,8 +208,7 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
     float* h1 = bf16 ? a.shared_hidden.data() : s.h1.data();
     float* out = keep_hidden ? s.out.data() : a.shared_hidden.data();
     const auto w = layer_tensors(lay, params, l);
-    const auto wb =
-        layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
+    const LayerWeightsBf16 wb = layer_weights_bf16(a, bf16, l);
     // Only the first tokens of the last layer reach the head (a.cls_only): its attention
     // computes query row 0 of each sequence, and the rest of the layer runs on those M = B rows.
     const bool first_only = a.cls_only && l == c.layers - 1;
@@ -224,7 +251,8 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
       // gradient): both are written as bf16, no fp32 copies (backward reads ff1_bf16).
       linear.forward_to_bf16(s.ff1_bf16.data(), h1, s.h1_bf16.data(), wb.ff1_w, w.ff1_b, M, C, I);
       activation_forward_bf16(act_kind(c.activation), s.act_bf16.data(), s.ff1_bf16.data(), M * I);
-      linear_forward_bf16(s.res2.data(), s.act_bf16.data(), wb.ff2_w, w.ff2_b, M, I, C);
+      linear_forward_bf16(s.res2.data(), s.act_bf16.data(), Linear::prepared(wb.ff2_w, I, C),
+                          w.ff2_b, M);
     } else {
       linear.forward(s.ff1.data(), h1, nullptr, w.ff1_w, nullptr, w.ff1_b, M, C, I);
       activation_forward(act_kind(c.activation), s.act.data(), s.ff1.data(), M * I);
@@ -291,9 +319,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   const bool bert = c.arch == Arch::kBert;
   auto P = [&](Role r, int l = 0) { return params + lay.offset(r, l); };
   auto G = [&](Role r, int l = 0) { return grads + lay.offset(r, l); };
-  auto W = [&](Role r, int l = 0) {
-    return bf16 ? a.weights_bf16.data() + lay.offset(r, l) : nullptr;
-  };
+  auto W = [&](Role r) { return bf16 ? &a.weights_bf16[head_slot(c, r)] : nullptr; };
   std::uint16_t* dy_bf16 = bf16 ? a.dy_bf16.data() : nullptr;
   // Each call: every gradient at offsets >= `from` is final (the layout is in forward order and
   // backward finishes it from the end: head, then per layer ln2, ff2, ff1, ln1, o, qkv).
@@ -328,8 +354,7 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
     LayerActivations& s = a.layers[l];
     const float* x = l == 0 ? a.x0.data() : a.layers[l - 1].out.data();
     const auto w = layer_tensors(lay, params, l);
-    const auto wb =
-        layer_tensors<const std::uint16_t>(lay, bf16 ? a.weights_bf16.data() : nullptr, l);
+    const LayerWeightsBf16 wb = layer_weights_bf16(a, bf16, l);
     const auto g = layer_tensors(lay, grads, l);
     const bool first_only = a.cls_only && l == c.layers - 1;
     const std::int64_t M = first_only ? B : N;  // rows after attention (see forward)
