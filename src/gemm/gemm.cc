@@ -5,7 +5,8 @@
 // changes with every batch, and an unbounded cache would grow by a dozen primitives per step
 // for the whole run. Transposed operands are expressed with strides, so no copies are made.
 // A weight prepared once per update (PreparedWeightBf16) is held in the blocked layout oneDNN's
-// bf16 kernels read, which they would otherwise make from a plain weight on every call.
+// bf16 kernels read, which they would otherwise make from a plain weight on every call; the
+// bf16 weight gradient's x is laid out that way per call (reorder_b).
 #include "gemm/gemm.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
+#include "base/aligned.h"
 #include "base/check.h"
 
 namespace bertfit {
@@ -25,12 +27,14 @@ using Dims = memory::dims;
 struct Key {
   MatmulDesc d;
   bool bias;
-  bool bf16;      // a and b are bf16
-  bool bf16_out;  // c is bf16 (rounded to nearest even from the fp32 accumulation)
-  bool prepared;  // b is a prepared weight (blocked_bf16_weights); a, b, c two-dimensional
+  bool bf16;       // a and b are bf16
+  bool bf16_out;   // c is bf16 (rounded to nearest even from the fp32 accumulation)
+  bool prepared;   // b is a prepared weight (blocked_bf16_weights); a, b, c two-dimensional
+  bool reorder_b;  // b is laid out into the primitive's preferred layout before each call
   auto tie() const {
     return std::tie(d.batch, d.M, d.N, d.K, d.trans_a, d.trans_b, d.lda, d.ldb, d.ldc, d.stride_a,
-                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out, prepared);
+                    d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out, prepared,
+                    reorder_b);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -38,6 +42,9 @@ struct Key {
 struct Cached {
   dnnl::matmul primitive;
   memory::desc a, b, c, bias;
+  // reorder_b: b as the caller holds it, and the reorder from it into `b` (a scratch buffer).
+  memory::desc b_user;
+  dnnl::reorder b_reorder;
   std::uint64_t last_use = 0;
 };
 
@@ -86,16 +93,28 @@ Cached make_primitive(const Key& key) {
   Cached c;
   const auto in_type = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const auto out_type = key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32;
-  if (key.prepared) {
-    c.a = memory::desc({d.M, d.K}, in_type, Dims{d.lda, 1});
-    c.b = blocked_bf16_weights(context().engine, d.K, d.N);
-    c.c = memory::desc({d.M, d.N}, out_type, Dims{d.ldc, 1});
+  if (key.prepared || key.reorder_b) {
+    // Two-dimensional: oneDNN 2.6 offers its blocked weight layouts for 2-D products only (a
+    // three-dimensional `any` weight comes back plain).
+    CHECK(d.batch == 1, "a prepared or reordered operand in a batched product");
+    auto operand2 = [](std::int64_t rows, std::int64_t cols, bool trans, std::int64_t ld,
+                       memory::data_type type) {
+      return memory::desc({rows, cols}, type, trans ? Dims{1, ld} : Dims{ld, 1});
+    };
+    c.a = operand2(d.M, d.K, d.trans_a, d.lda, in_type);
+    c.b = key.prepared ? blocked_bf16_weights(context().engine, d.K, d.N)
+                       : operand2(d.K, d.N, d.trans_b, d.ldb, in_type);
+    c.c = operand2(d.M, d.N, false, d.ldc, out_type);
     if (key.bias) c.bias = memory::desc({1, d.N}, memory::data_type::f32, Dims{d.N, 1});
   } else {
     c.a = operand(d.batch, d.M, d.K, d.trans_a, d.lda, d.stride_a, in_type);
     c.b = operand(d.batch, d.K, d.N, d.trans_b, d.ldb, d.stride_b, in_type);
     c.c = operand(d.batch, d.M, d.N, false, d.ldc, d.stride_c, out_type);
     if (key.bias) c.bias = memory::desc({1, 1, d.N}, memory::data_type::f32, Dims{d.N, d.N, 1});
+  }
+  if (key.reorder_b) {
+    c.b_user = c.b;
+    c.b = memory::desc(c.b.dims(), in_type, memory::format_tag::any);
   }
   dnnl::primitive_attr attr;
   if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
@@ -107,18 +126,29 @@ Cached make_primitive(const Key& key) {
   auto& ctx = context();
   dnnl::matmul::desc desc =
       key.bias ? dnnl::matmul::desc(c.a, c.b, c.bias, c.c) : dnnl::matmul::desc(c.a, c.b, c.c);
-  c.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, ctx.engine));
+  dnnl::matmul::primitive_desc pd(desc, attr, ctx.engine);
+  c.primitive = dnnl::matmul(pd);
+  if (key.reorder_b) {
+    c.b = pd.weights_desc();
+    if (c.b != c.b_user) {
+      c.b_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, c.b_user, ctx.engine, c.b));
+    }
+  }
   return c;
 }
 
 // prepared_b: b is held in this layout (a prepared weight), which must be the one
 // make_primitive chooses for the shape.
+// reorder_b: lay b out into the layout the primitive prefers (in a per-thread scratch buffer)
+// before the product, for an operand oneDNN would otherwise read less efficiently.
 void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float* bias,
-         bool bf16 = false, bool bf16_out = false, const memory::desc* prepared_b = nullptr) {
+         bool bf16 = false, bool bf16_out = false, const memory::desc* prepared_b = nullptr,
+         bool reorder_b = false) {
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
-  Key key{d, bias != nullptr, bf16, bf16_out, prepared_b != nullptr};
+  Key key{d, bias != nullptr, bf16, bf16_out, prepared_b != nullptr, reorder_b};
   Cached cached;  // a copy (handles): another thread may evict the entry meanwhile
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
@@ -137,6 +167,14 @@ void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float
   }
   CHECK(prepared_b == nullptr || cached.b == *prepared_b,
         "a prepared weight's layout is not the one its product expects");
+  if (cached.b_reorder) {
+    thread_local AlignedBuffer<std::uint8_t> scratch;
+    if (scratch.size() < cached.b.get_size()) scratch.resize(cached.b.get_size());
+    memory from(cached.b_user, ctx.engine, const_cast<void*>(b));
+    memory to(cached.b, ctx.engine, scratch.data());
+    cached.b_reorder.execute(ctx.stream, from, to);  // an in-order stream: done before the product
+    b = scratch.data();
+  }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(cached.a, ctx.engine, const_cast<void*>(a))},
       {DNNL_ARG_WEIGHTS, memory(cached.b, ctx.engine, const_cast<void*>(b))},
@@ -232,7 +270,10 @@ void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const std::u
 
 void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::uint16_t* x,
                                  std::int64_t M, std::int64_t K, std::int64_t N) {
-  run(backward_weight_desc(M, K, N), dy, x, dw, nullptr, true);
+  // x, the weights operand here, is laid out first: measured here (4096 rows, the model's
+  // shapes) the product then ran 13-20% faster, and the copy costs 2-12% of the product.
+  run(backward_weight_desc(M, K, N), dy, x, dw, nullptr, true, false, nullptr,
+      /*reorder_b=*/true);
 }
 
 struct PreparedWeightBf16::Impl {

@@ -67,9 +67,10 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   grow(probs, nb * K);
   grow(dlogits, nb * K);
   if (training_) {
-    for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att_proj, &d_att}) {
+    for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att}) {
       grow(*b, rows * C);
     }
+    if (c.arch == Arch::kBert) grow(d_att_proj, rows * C);
     grow(d_act, rows * I);
     if (need_f32) grow(d_ff1, rows * I);  // bf16 computes it in place over d_act
     grow(d_qkv, rows * 3 * C);
