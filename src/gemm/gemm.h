@@ -56,7 +56,7 @@ void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::
 // lay it out again on every call: one copy for forward products (x·wᵀ) and, on request, one
 // for backward-input products (dy·w). prepare() makes both from the fp32 weight in one pass
 // each (round to nearest even and lay out), once per weight update; the products below then
-// read it for any M. Measured here: 9-20% faster products than from a plain bf16 weight
+// read it for any M. Measured here: 5-21% faster products than from a plain bf16 weight
 // (docs/PERFORMANCE.md).
 class PreparedWeightBf16 {
  public:
