@@ -185,17 +185,16 @@ Communicator::Handle MpiCommunicator::start_allreduce(float* data, std::int64_t 
         "gradient all-reduce (bf16)",
         [this, data, n](Op& o) {
           o.bf16.resize(static_cast<std::size_t>(n));
-          for (std::int64_t i = 0; i < n; ++i)
-            o.bf16[static_cast<std::size_t>(i)] = f32_to_bf16(data[i]);
           std::uint16_t* wire_data = o.bf16.data();
+          for (std::int64_t i = 0; i < n; ++i) wire_data[i] = f32_to_bf16(data[i]);  // vectorised
           return post_chunks(n, o.requests, [&](std::int64_t begin, int count, MPI_Request* r) {
             return MPI_Iallreduce(MPI_IN_PLACE, wire_data + begin, count, MPI_UINT16_T,
                                   mpi::bf16_sum_op(), comm_, r);
           });
         },
         [data, n](Op& o) {
-          for (std::int64_t i = 0; i < n; ++i)
-            data[i] = bf16_to_f32(o.bf16[static_cast<std::size_t>(i)]);
+          const std::uint16_t* wire_data = o.bf16.data();
+          for (std::int64_t i = 0; i < n; ++i) data[i] = bf16_to_f32(wire_data[i]);
           o.bf16 = {};
         });
   }

@@ -3,7 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "tensor/dtype.h"
 
 namespace bertfit {
 
@@ -11,15 +12,8 @@ namespace bertfit {
 void cast_f32_to_bf16(std::uint16_t* out, const float* in, std::int64_t n);
 
 namespace detail {
-// The bf16 of f: tensor/dtype.h's f32_to_bf16 written without branches, so that loops over it
-// vectorise.
-inline std::uint16_t bf16_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
-}
+// The bf16 bits of f (tensor/dtype.h's f32_to_bf16, branch-free so that loops vectorise).
+inline std::uint16_t bf16_bits(float f) { return f32_to_bf16(f); }
 }  // namespace detail
 
 }  // namespace bertfit
