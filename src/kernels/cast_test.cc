@@ -47,6 +47,42 @@ TEST(Cast, MatchesScalarRoundingOnEveryKindOfValue) {
   }
 }
 
+// The scalar definition itself (tensor/dtype.h, which the cast above shares) against rounding
+// worked out independently: of the two bf16 values around x (its truncation and the next one
+// away from zero, which past the largest finite bf16 is infinity), the nearer, ties to the
+// even one; NaN stays NaN with its sign.
+TEST(Cast, ScalarDefinitionRoundsToNearestTiesToEven) {
+  std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u,
+                                     0x3f808001u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u,
+                                     0x7f7f7fffu, 0x00000001u, 0x807fffffu, 0x7f800000u,
+                                     0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) bits.push_back(static_cast<std::uint32_t>(rng()));
+  const auto value = [](std::uint16_t h) -> double {
+    if ((h & 0x7fffu) == 0x7f80u) return (h & 0x8000u) ? -0x1p128 : 0x1p128;  // as if unbounded
+    return static_cast<double>(bf16_to_f32(h));
+  };
+  for (std::uint32_t u : bits) {
+    const float x = std::bit_cast<float>(u);
+    const std::uint16_t got = f32_to_bf16(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(bf16_to_f32(got))) << std::hex << u;
+      EXPECT_EQ(got & 0x8000u, (u >> 16) & 0x8000u) << std::hex << u;
+      continue;
+    }
+    const auto lo = static_cast<std::uint16_t>(u >> 16);
+    if ((lo & 0x7fffu) == 0x7f80u) {  // infinity
+      EXPECT_EQ(got, lo);
+      continue;
+    }
+    const auto hi = static_cast<std::uint16_t>(lo + 1);
+    const double d_lo = std::fabs(static_cast<double>(x) - value(lo));
+    const double d_hi = std::fabs(value(hi) - static_cast<double>(x));
+    const std::uint16_t want = d_lo < d_hi ? lo : d_hi < d_lo ? hi : ((lo & 1u) ? hi : lo);
+    ASSERT_EQ(got, want) << std::hex << "bits 0x" << u;
+  }
+}
+
 TEST(Cast, ErrorIsAtMostHalfAnUlpOfBf16) {
   // bf16 keeps 8 significant bits (7 stored): an ulp is 2^(e-7) for |x| in [2^e, 2^(e+1)), so
   // rounding to nearest errs by at most half of it, 2^(e-8) <= 2^-8 |x|.
