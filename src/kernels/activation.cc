@@ -223,7 +223,7 @@ void activation_bias_backward_bf16(ActKind kind, float* dbias, std::uint16_t* g_
         std::uint16_t* o = g_bf16 + at;
 #pragma omp simd
         for (std::int64_t k = 0; k < m; ++k) a[k] += g[k];
-        for (std::int64_t k = 0; k < m; ++k) o[k] = detail::bf16_bits(g[k]);
+        for (std::int64_t k = 0; k < m; ++k) o[k] = f32_to_bf16(g[k]);
       }
     }
     for (int c = c0; c < c1; ++c) dbias[c] += static_cast<float>(acc[c - c0]);

@@ -8,7 +8,7 @@ namespace bertfit {
 
 void cast_f32_to_bf16(std::uint16_t* out, const float* in, std::int64_t n) {
   parallel_for(n, detail::kMinWorkPerThread, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) out[i] = detail::bf16_bits(in[i]);
+    for (std::int64_t i = begin; i < end; ++i) out[i] = f32_to_bf16(in[i]);
   });
 }
 

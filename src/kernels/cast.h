@@ -11,9 +11,4 @@ namespace bertfit {
 // out[i] = bf16(in[i]) for n elements; bf16 values are stored as their 16 upper bits.
 void cast_f32_to_bf16(std::uint16_t* out, const float* in, std::int64_t n);
 
-namespace detail {
-// The bf16 bits of f (tensor/dtype.h's f32_to_bf16, branch-free so that loops vectorise).
-inline std::uint16_t bf16_bits(float f) { return f32_to_bf16(f); }
-}  // namespace detail
-
 }  // namespace bertfit

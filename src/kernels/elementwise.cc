@@ -37,7 +37,7 @@ void bias_backward_impl(float* dbias, std::uint16_t* out, const float* dout, std
       for (int c = 0; c < w; ++c) a[c] += row[c];
       if constexpr (kCast) {
         std::uint16_t* o = out + r * M + c0;
-        for (int c = 0; c < w; ++c) o[c] = detail::bf16_bits(row[c]);
+        for (int c = 0; c < w; ++c) o[c] = f32_to_bf16(row[c]);
       }
     }
     for (int c = 0; c < w; ++c) dbias[c0 + c] += static_cast<float>(a[c]);

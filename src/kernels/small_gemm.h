@@ -55,7 +55,7 @@ void small_gemm_bf16_scalar(int M, int N, int K2, float alpha, const BF16Pairs& 
                             std::ptrdiff_t ldc, bool accumulate);
 
 // Operand packing from fp32 (rounded to nearest even) or bf16 bits (copied).
-inline std::uint32_t to_bf16_bits(float f) { return bf16_bits(f); }
+inline std::uint32_t to_bf16_bits(float f) { return f32_to_bf16(f); }
 inline std::uint32_t to_bf16_bits(std::uint16_t b) { return b; }
 
 // Row-major A (bf16 units, leading dimension ld): dst[r·ld + c] = bf16 of x[r·rs + c] for

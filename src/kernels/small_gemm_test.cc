@@ -107,7 +107,7 @@ void check_bf16(int M, int N, int K, float alpha, bool accumulate, bool transpos
     std::vector<std::uint16_t> bt(b.size());  // Bᵀ (N×K) in bf16
     for (int k = 0; k < K; ++k) {
       for (int n = 0; n < N; ++n)
-        bt[static_cast<std::size_t>(n) * K + k] = detail::bf16_bits(b[k * N + n]);
+        bt[static_cast<std::size_t>(n) * K + k] = f32_to_bf16(b[k * N + n]);
     }
     detail::pack_pairs_within_rows(bp.data(), ldb, bt.data(), K, K, N);
   } else {
@@ -116,7 +116,7 @@ void check_bf16(int M, int N, int K, float alpha, bool accumulate, bool transpos
   }
   auto round = [](float x) {
     return static_cast<double>(
-        std::bit_cast<float>(static_cast<std::uint32_t>(detail::bf16_bits(x)) << 16));
+        std::bit_cast<float>(static_cast<std::uint32_t>(f32_to_bf16(x)) << 16));
   };
   const std::vector<float> c0 = c;
   (scalar ? detail::small_gemm_bf16_scalar : detail::small_gemm_bf16)(
