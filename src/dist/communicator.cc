@@ -31,6 +31,10 @@ const char* progress_mode_name(ProgressMode mode) {
   return mode == ProgressMode::kCommThread ? "comm thread" : "test between layers";
 }
 
+const char* grad_transport_name(GradTransport transport) {
+  return transport == GradTransport::kTcpRing ? "tcp" : "mpi";
+}
+
 LaunchInfo detect_launch() {
   LaunchInfo info;
   // Open MPI (mpirun), then MPICH / Intel MPI (Hydra's PMI), then any PMIx launcher.

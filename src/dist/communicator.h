@@ -31,8 +31,16 @@ enum class WireDType { kF32, kBF16 };
 //                      queued to it too) and drives the requests continuously.
 enum class ProgressMode { kTestBetweenLayers, kCommThread };
 
+// What carries the gradient all-reduce (start_allreduce) of a multi-rank run; every other
+// collective always goes through MPI. kTcpRing: a ring of plain TCP connections between the
+// ranks (dist/tcp_ring.h), set up through MPI at start; if any rank cannot join it, all ranks
+// fall back to MPI with a warning. kMpi: MPI_Iallreduce (for fabrics Open MPI drives better
+// than TCP, e.g. InfiniBand). The default won the measurements in docs/PERFORMANCE.md.
+enum class GradTransport { kTcpRing, kMpi };
+
 const char* wire_dtype_name(WireDType wire);
 const char* progress_mode_name(ProgressMode mode);
+const char* grad_transport_name(GradTransport transport);
 
 struct CommOptions {
   double timeout_seconds = 300;  // a wait without completion for this long fails the job
@@ -42,6 +50,7 @@ struct CommOptions {
   // briefly after each completion, then sleep up to a fraction of the time between
   // completions; see mpi_progress.cc); > 0: sleep this long; < 0: always yield (spin).
   double poll_interval_us = 0;
+  GradTransport grad_transport = GradTransport::kTcpRing;
 };
 
 class Communicator {

@@ -1,5 +1,6 @@
 // MPI communicator and GradReducer across real ranks; run by ctest as
-// `mpirun -np 2 dist_mpi_test` (see CMakeLists.txt), every test in both progress modes.
+// `mpirun -np 2 dist_mpi_test` (see CMakeLists.txt), every test in both progress modes and with
+// both gradient transports (the TCP ring and MPI).
 // Values are chosen from per-rank seeds, so each rank can compute what every other rank
 // contributed and check the result exactly or within an argued tolerance.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <tuple>
 
 #include "dist/communicator.h"
 #include "dist/grad_reducer.h"
@@ -24,16 +26,22 @@ std::vector<float> values_of(int rank, std::int64_t n, std::uint32_t salt) {
   return v;
 }
 
-class MpiTest : public ::testing::TestWithParam<ProgressMode> {
+class MpiTest : public ::testing::TestWithParam<std::tuple<ProgressMode, GradTransport>> {
  protected:
   void SetUp() override {
     CommOptions options;
-    options.progress = GetParam();
+    options.progress = std::get<0>(GetParam());
+    options.grad_transport = std::get<1>(GetParam());
     options.timeout_seconds = 20;  // a failing rank must not hang the suite
     comm_ = make_communicator(options);
     ASSERT_EQ(comm_->world(), 2) << "run under mpirun -np 2";
-    ASSERT_NE(comm_->backend().find(progress_mode_name(GetParam())), std::string::npos)
+    ASSERT_NE(comm_->backend().find(progress_mode_name(options.progress)), std::string::npos)
         << comm_->backend();
+    // Loopback always works, so the ring must not have fallen back to MPI.
+    const char* gradients = options.grad_transport == GradTransport::kTcpRing
+                                ? "gradients: TCP ring)"
+                                : "gradients: MPI)";
+    ASSERT_NE(comm_->backend().find(gradients), std::string::npos) << comm_->backend();
   }
   // Every rank holds bitwise the same buffer (data parallelism depends on it).
   void expect_identical_on_all_ranks(std::vector<float> data) {
@@ -185,13 +193,16 @@ TEST_P(MpiTest, ManyOutstandingWaitedOutOfOrder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, MpiTest,
-                         ::testing::Values(ProgressMode::kTestBetweenLayers,
-                                           ProgressMode::kCommThread),
-                         [](const auto& info) {
-                           return info.param == ProgressMode::kCommThread ? "CommThread"
-                                                                          : "TestBetweenLayers";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, MpiTest,
+    ::testing::Combine(::testing::Values(ProgressMode::kTestBetweenLayers,
+                                         ProgressMode::kCommThread),
+                       ::testing::Values(GradTransport::kTcpRing, GradTransport::kMpi)),
+    [](const auto& info) {
+      std::string name =
+          std::get<0>(info.param) == ProgressMode::kCommThread ? "CommThread" : "TestBetweenLayers";
+      return name + (std::get<1>(info.param) == GradTransport::kTcpRing ? "Ring" : "Mpi");
+    });
 
 }  // namespace
 }  // namespace bertfit

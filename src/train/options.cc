@@ -84,6 +84,11 @@ std::vector<OptionSpec> train_option_table(TrainOptions& o) {
        "Gradient all-reduce precision on the wire: fp32 or bf16 (half the bytes)",
        &o.grad_comm_dtype, true},
       {"--bucket-mb", "Gradient all-reduce bucket size in MB (default 8)", &o.bucket_mb, false},
+      {"--grad-transport",
+       "What carries the gradient all-reduce: tcp (a ring of TCP connections between the ranks, "
+       "default; falls back to MPI if a rank cannot join) or mpi (MPI_Iallreduce, e.g. for "
+       "InfiniBand)",
+       &o.grad_transport, false},
       {"--resume", "Resume from a checkpoint folder (OUTPUT/checkpoint)", &o.resume, false},
   };
   for (auto& s : rest) t.push_back(s);
@@ -159,6 +164,9 @@ void validate_train_options(const TrainOptions& o) {
     throw_error("--grad-comm-dtype must be fp32 or bf16, got '", o.grad_comm_dtype, "'");
   }
   if (o.bucket_mb <= 0) throw_error("--bucket-mb must be > 0");
+  if (o.grad_transport != "tcp" && o.grad_transport != "mpi") {
+    throw_error("--grad-transport must be tcp or mpi, got '", o.grad_transport, "'");
+  }
   if (o.eval_every != "epoch" && o.eval_every != "never" && o.eval_every != "end") {
     bool digits =
         !o.eval_every.empty() && o.eval_every.find_first_not_of("0123456789") == std::string::npos;

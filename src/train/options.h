@@ -56,6 +56,7 @@ struct TrainOptions {
   double comm_poll_us = 0;  // comm thread pacing: 0 adaptive, > 0 fixed sleep, < 0 spin
   std::string grad_comm_dtype = "fp32";  // fp32 | bf16 on the wire
   double bucket_mb = 8;                  // 4-12 MB exposed the least wait (dist/grad_reducer.h)
+  std::string grad_transport = "tcp";    // tcp (ring of sockets) | mpi, see dist/tcp_ring.h
 };
 
 // One option as the CLI shows it.

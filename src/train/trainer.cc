@@ -84,7 +84,10 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr);
 TrainSummary run_training(const TrainOptions& options) {
   validate_train_options(options);
   std::unique_ptr<Communicator> comm = make_communicator(
-      {.timeout_seconds = options.comm_timeout, .poll_interval_us = options.comm_poll_us});
+      {.timeout_seconds = options.comm_timeout,
+       .poll_interval_us = options.comm_poll_us,
+       .grad_transport =
+           options.grad_transport == "mpi" ? GradTransport::kMpi : GradTransport::kTcpRing});
   try {
     return train_with(options, comm.get());
   } catch (const Error& e) {

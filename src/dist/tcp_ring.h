@@ -1,0 +1,101 @@
+// TcpRing: sum all-reduce of float buffers over a ring of plain TCP connections, one thread
+// that sleeps in poll() whenever the network has nothing for it. MpiCommunicator uses it for
+// the gradient all-reduce (start_allreduce) unless told otherwise (CommOptions::grad_transport);
+// MPI still launches the job, exchanges the ring's addresses and carries every other
+// collective. No MPI here: the set-up data is passed in by the caller.
+//
+// Why (docs/PERFORMANCE.md, "Where a 4-node step's extra time goes"): on emulated nodes of half
+// a core, Open MPI's TCP path cost a rank about 0.5 core-s of CPU per DistilBERT step, 4-5x what
+// the same bytes cost through plain sockets, and under a CPU quota that time comes out of the
+// compute. Here every byte is written once by send() from the gradient buffer (or its bf16
+// copy) and read once by recv() into a small staging buffer, and the thread blocks in the
+// kernel while the link is busy.
+//
+// Algorithm: ring reduce-scatter then all-gather over world chunks of the buffer, streamed: the
+// chunk a rank forwards at step t+1 is the one it received (and added to) at step t, so it is
+// forwarded piece by piece as soon as each piece is reduced, and both directions of every link
+// stay busy. Each chunk's sum is formed once, by one rank, and copied to the others, so every
+// rank ends with bitwise the same result. bf16 wire: values are rounded to bf16 first, each
+// partial sum is formed in fp32 and rounded back to bf16 before it is forwarded (the same
+// arithmetic as the MPI bf16 operator), and the final bf16 sums are widened into the buffer.
+//
+// Failure: a peer that dies closes its sockets, so its neighbours fail the current all-reduce
+// (and every later one) with a message naming it; the caller's deadline covers a peer that
+// stalls. Addresses are IPv4; a ring that cannot connect throws from connect(), and the caller
+// falls back to MPI.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace bertfit {
+
+class TcpRing {
+ public:
+  // Bytes of one rank's address record (address(), and each slice of connect()'s input).
+  static constexpr std::size_t kAddressBytes = 96;
+
+  // Opens a listening socket on every IPv4 address (an ephemeral port). Throws Error.
+  TcpRing(int rank, int world);
+  ~TcpRing();  // stops the thread; pending all-reduces are reported as failed
+  TcpRing(const TcpRing&) = delete;
+  TcpRing& operator=(const TcpRing&) = delete;
+
+  // This rank's record: port and IPv4 addresses (non-loopback first, then loopback).
+  std::vector<std::uint8_t> address() const;
+
+  // Connects to rank+1 and accepts rank-1 (mod world). all_addresses: every rank's record in
+  // rank order (world * kAddressBytes); token: the same random number on every rank, which
+  // both ends of each connection check. Tries the right neighbour's addresses in order. Throws
+  // Error naming the neighbour on failure or after timeout_seconds. Starts the ring thread.
+  void connect(const std::vector<std::uint8_t>& all_addresses, std::uint64_t token,
+               double timeout_seconds);
+
+  // Queues a sum all-reduce of data[0..n) in place; all ranks queue the same sequence.
+  // done(error) runs on the ring thread when it has finished (error empty) or failed.
+  void start(float* data, std::int64_t n, WireDType wire,
+             std::function<void(const std::string& error)> done);
+
+  int left() const { return (rank_ + world_ - 1) % world_; }
+  int right() const { return (rank_ + 1) % world_; }
+
+ private:
+  struct Job {
+    float* data = nullptr;
+    std::int64_t n = 0;
+    WireDType wire = WireDType::kF32;
+    std::function<void(const std::string&)> done;
+  };
+
+  void thread_main();
+  void run(const Job& job);  // throws Error
+  template <class T, class Add>
+  void stream(T* base, std::int64_t n, Add add);
+  bool pump(int fd, bool sending, char* p, std::size_t len, std::size_t* moved);
+
+  int rank_, world_;
+  int listen_fd_ = -1, left_fd_ = -1, right_fd_ = -1;
+  int port_ = 0;
+  std::vector<std::uint32_t> addresses_;  // network byte order
+  std::vector<std::uint16_t> wire16_;     // bf16 copy of the buffer being reduced
+  std::vector<char> staging_;             // received partial sums awaiting addition
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+  std::string broken_;  // first failure: later jobs fail with it at once
+};
+
+}  // namespace bertfit
