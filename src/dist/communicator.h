@@ -79,6 +79,10 @@ class Communicator {
   virtual void wait(Handle h) = 0;  // throws Error on timeout or MPI failure
   virtual void progress() = 0;      // drives outstanding requests (cheap; call between layers)
 
+  // CPU seconds used so far by the communicator's own threads (comm thread, TCP ring): under a
+  // CPU quota this is taken from compute, so the trainer logs it per step.
+  virtual double thread_cpu_seconds() const { return 0; }
+
   // Ends the whole job (all ranks) after printing message: used on timeouts and fatal errors.
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/timer.h"
 #include "dist/mpi_communicator_impl.h"
 #include "dist/mpi_runtime.h"
 #include "tensor/dtype.h"
@@ -102,6 +103,16 @@ MpiCommunicator::~MpiCommunicator() {
   }
   if (beacon_ != MPI_COMM_NULL) MPI_Comm_free(&beacon_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+double MpiCommunicator::thread_cpu_seconds() const {
+  // thread_ and ring_ change only in the constructor and in fail(), on this (the caller's)
+  // thread.
+  double seconds = ring_ ? ring_->thread_cpu_seconds() : 0;
+  if (thread_.joinable()) {
+    seconds += bertfit::thread_cpu_seconds(const_cast<std::thread&>(thread_).native_handle());
+  }
+  return seconds;
 }
 
 std::string MpiCommunicator::backend() const {

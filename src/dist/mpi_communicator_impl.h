@@ -60,6 +60,7 @@ class MpiCommunicator final : public Communicator {
   void wait(Handle h) override;
   void progress() override;
   [[noreturn]] void abort(const std::string& message, int code) override;
+  double thread_cpu_seconds() const override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -117,7 +118,7 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::int64_t> answer_words_;
   std::vector<MPI_Request> answer_requests_;
 
-  std::thread thread_;
+  std::thread thread_;  // the comm thread (kCommThread)
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<OpPtr> queue_;

@@ -1,5 +1,7 @@
 // MpiCommunicator's op life cycle: posting, testing, the comm thread, waiting with a deadline,
 // and the liveness query that names unresponsive ranks when a wait times out.
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -181,6 +183,7 @@ class Pacer {
 }  // namespace
 
 void MpiCommunicator::comm_thread_main() {
+  pthread_setname_np(pthread_self(), "bertfit-comm");  // for top -H and /proc/PID/task
   std::vector<OpPtr> incoming;
   Pacer pacer(options_.poll_interval_us);
   while (true) {

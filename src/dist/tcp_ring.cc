@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/timer.h"
 #include "tensor/dtype.h"
 
 namespace bertfit {
@@ -280,7 +282,15 @@ void TcpRing::start(float* data, std::int64_t n, WireDType wire,
   cv_.notify_one();
 }
 
+double TcpRing::thread_cpu_seconds() const {
+  // thread_ is only started in connect() and joined in the destructor.
+  return thread_.joinable()
+             ? bertfit::thread_cpu_seconds(const_cast<std::thread&>(thread_).native_handle())
+             : 0;
+}
+
 void TcpRing::thread_main() {
+  pthread_setname_np(pthread_self(), "bertfit-ring");  // for top -H and /proc/PID/task
   while (true) {
     Job job;
     std::string error;

@@ -65,6 +65,7 @@ class TcpRing {
   void start(float* data, std::int64_t n, WireDType wire,
              std::function<void(const std::string& error)> done);
 
+  double thread_cpu_seconds() const;  // the ring thread's CPU time so far
   int left() const { return (rank_ + world_ - 1) % world_; }
   int right() const { return (rank_ + 1) % world_; }
 
@@ -90,7 +91,7 @@ class TcpRing {
   std::vector<char> staging_;             // received partial sums awaiting addition
 
   std::thread thread_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
   bool stop_ = false;

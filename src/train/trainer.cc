@@ -248,6 +248,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
 
   Timer train_timer;
   double train_seconds = 0, window_loss = 0, exposed_comm = 0;
+  const double comm_cpu_at_start = comm->thread_cpu_seconds();
   std::int64_t window_steps = 0, samples_done = 0;
   bool evaluated_last = false;
   for (std::int64_t step = start_step; step < total_steps; ++step) {
@@ -322,7 +323,12 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                          {"grad_norm", norm},
                          {"samples_per_s", rate},
                          {"step_seconds", step_timer.seconds()}};
-      if (world > 1) rec["exposed_comm_s"] = exposed_comm;
+      if (world > 1) {
+        rec["exposed_comm_s"] = exposed_comm;
+        // CPU of this rank's communication threads since the first step (cumulative, like
+        // exposed_comm_s): under a CPU quota it comes out of compute.
+        rec["comm_cpu_s"] = comm->thread_cpu_seconds() - comm_cpu_at_start;
+      }
       run_log->record(rec);
       run_log->progress(done, total_steps, window_loss / window_steps, lr, rate,
                         (total_samples - last) / std::max(rate, 1e-9));
