@@ -32,6 +32,10 @@
 // while a sleeping one wakes (preempting compute) thousands of times a second. Default:
 // kCommThread, poll_interval_us = 0. Buckets of 4-12 MB exposed least (the last bucket started is
 // exposed whole: keep it small; in a real model it is the embeddings).
+//
+// These measurements predate the TCP ring (tcp_ring.h), which now carries the buckets by
+// default on its own thread; the progress mode matters for them only with
+// --grad-transport mpi (and for the other, small collectives).
 #pragma once
 
 #include <cstdint>

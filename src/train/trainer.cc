@@ -166,12 +166,16 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     log_info("resuming from ", checkpoint_dir, " at step ", start_step, " (", start_sample,
              " samples seen)");
   }
-  // Every rank starts from rank 0's parameters and optimizer state.
+  // Every rank starts from rank 0's parameters and optimizer state. A fresh optimizer's
+  // moments are zero on every rank by construction, so they travel only when resuming (saves
+  // two thirds of the start-up traffic: 530 MB for DistilBERT).
   if (world > 1) {
     const std::int64_t bytes = state.layout.total() * sizeof(float);
     comm->broadcast(state.params.data(), bytes, 0);
-    comm->broadcast(optimizer.m().data(), bytes, 0);
-    comm->broadcast(optimizer.v().data(), bytes, 0);
+    if (!checkpoint_dir.empty()) {
+      comm->broadcast(optimizer.m().data(), bytes, 0);
+      comm->broadcast(optimizer.v().data(), bytes, 0);
+    }
   }
   const std::int64_t total_steps =
       start_step +
