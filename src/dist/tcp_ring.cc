@@ -263,6 +263,8 @@ void TcpRing::connect(const std::vector<std::uint8_t>& all_addresses, std::uint6
                 " (right neighbour): ", tried.empty() ? "it has no IPv4 address" : tried);
   }
   if (left_fd_ < 0) throw_error("rank ", rank_, ": gradient ring: ", accept_error);
+  close(listen_fd_);  // both neighbours are connected: later connections would only queue
+  listen_fd_ = -1;
   thread_ = std::thread([this] { thread_main(); });
 }
 
