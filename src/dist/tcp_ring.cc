@@ -203,8 +203,10 @@ void TcpRing::connect(const std::vector<std::uint8_t>& all_addresses, std::uint6
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       tune(fd);
+      // A silent stray connection must not hold up the neighbour queued behind it.
       Hello theirs;
-      std::string error = exchange_hello(fd, false, mine, &theirs, deadline);
+      std::string error = exchange_hello(
+          fd, false, mine, &theirs, std::min(deadline, Clock::now() + std::chrono::seconds(3)));
       if (error.empty() && theirs.rank == left()) {
         left_fd_ = fd;
       } else {
