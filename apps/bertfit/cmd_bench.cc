@@ -104,8 +104,8 @@ void run(const BenchOptions& o) {
       model.forward(state.params.data(), in, d, acts);
       model.loss(labels.data(), 1.0f, acts);
       model.backward(state.params.data(), grads.data(), in, d, acts);
-      clip_grad_norm(grads.data(), state.layout.total(), 1.0);
-      opt.step(state.params.data(), grads.data(), 2e-5);
+      const double norm = grad_norm(grads.data(), state.layout.total());
+      opt.step(state.params.data(), grads.data(), 2e-5, clip_coefficient(norm, 1.0));
     } else {
       model.forward(state.params.data(), in, DropoutState{}, acts);
     }

@@ -120,15 +120,17 @@ void GradReducer::start_sparse_head() {
   payload_bytes_ += static_cast<std::int64_t>(packed_.size()) * (wire_ == WireDType::kBF16 ? 2 : 4);
 }
 
-void GradReducer::finish_sparse_head(float scale) {
+void GradReducer::finish_sparse_head(float scale, const ReducedFn& reduced) {
   const std::int64_t w = sparse_.width;
   parallel_for(static_cast<std::int64_t>(touched_.size()), 64, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
-      const float* src = packed_.data() + i * w;
+      float* src = packed_.data() + i * w;
       float* dst = grads_ + touched_[i] * w;
-      for (std::int64_t k = 0; k < w; ++k) dst[k] = src[k] * scale;
+      for (std::int64_t k = 0; k < w; ++k) dst[k] = src[k] = src[k] * scale;
     }
   });
+  if (reduced && !packed_.empty())
+    reduced(packed_.data(), static_cast<std::int64_t>(packed_.size()));
   std::fill(row_flags_.begin(), row_flags_.end(), 0.0f);
 }
 
@@ -144,7 +146,7 @@ void GradReducer::ready(std::int64_t begin_offset) {
   comm_.progress();
 }
 
-double GradReducer::finish(float scale) {
+double GradReducer::finish(float scale, const ReducedFn& reduced) {
   ready(0);
   double waited = 0;
   // Wait tail first (the order they were started); scale each bucket as soon as it is back,
@@ -154,14 +156,17 @@ double GradReducer::finish(float scale) {
     if (handles_[i] >= 0) comm_.wait(handles_[i]);
     waited += timer.seconds();
     if (sparse_.rows > 0 && i + 1 == buckets_.size()) {
-      finish_sparse_head(scale);
-    } else if (scale != 1.0f) {
-      float* data = grads_ + buckets_[i].begin;
-      parallel_for(buckets_[i].end - buckets_[i].begin, 1 << 16,
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t k = b; k < e; ++k) data[k] *= scale;
-                   });
+      finish_sparse_head(scale, reduced);
+      continue;
     }
+    float* data = grads_ + buckets_[i].begin;
+    const std::int64_t n = buckets_[i].end - buckets_[i].begin;
+    if (scale != 1.0f) {
+      parallel_for(n, 1 << 16, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t k = b; k < e; ++k) data[k] *= scale;
+      });
+    }
+    if (reduced && n > 0) reduced(data, n);
   }
   handles_.clear();
   grads_ = nullptr;

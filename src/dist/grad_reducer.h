@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -85,7 +86,13 @@ class GradReducer {
   void ready(std::int64_t begin_offset);  // everything in [begin_offset, total) is final
   // Starts what is left, waits for every bucket, scales the result by `scale` (e.g. 1/world)
   // so grads hold the average; returns seconds spent waiting (exposed communication).
-  double finish(float scale);
+  // `reduced`, when given, is called on each part of the buffer as soon as it holds its final
+  // values, while later buckets may still be in flight, so that the caller can use the wait
+  // (the trainer sums the squares for gradient clipping there). The parts cover every nonzero
+  // entry once (of the sparse head only the touched rows, packed: the rest is zero), in an
+  // order that is the same on every rank.
+  using ReducedFn = std::function<void(const float* data, std::int64_t n)>;
+  double finish(float scale, const ReducedFn& reduced = {});
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   std::int64_t total() const { return total_; }
@@ -114,7 +121,7 @@ class GradReducer {
 
   void start_bucket(std::size_t i);
   void start_sparse_head();
-  void finish_sparse_head(float scale);
+  void finish_sparse_head(float scale, const ReducedFn& reduced);
 };
 
 }  // namespace bertfit

@@ -96,7 +96,12 @@ TEST(GradReducer, StartsBucketsWhenReady) {
   reducer.ready(350);  // covers [400, 800): two more buckets
   EXPECT_EQ(comm.starts.size(), 3u);
   EXPECT_EQ(comm.progress_calls, 3);
-  double waited = reducer.finish(0.5f);  // starts the rest
+  std::int64_t reduced = 0;  // the parts reported final: every float once, already scaled
+  double waited = reducer.finish(0.5f, [&](const float* d, std::int64_t n) {  // starts the rest
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(d[i], 0.5f);
+    reduced += n;
+  });
+  EXPECT_EQ(reduced, 1000);
   ASSERT_EQ(comm.starts.size(), 5u);
   EXPECT_EQ(comm.starts[4].offset, 0);
   EXPECT_GE(waited, 0.0);
@@ -126,7 +131,19 @@ TEST(GradReducer, SparseHeadSendsOnlyTouchedRows) {
     reducer.ready(60);
     reducer.ready(40);
     const std::size_t dense_starts = comm.starts.size();
-    reducer.finish(0.5f);
+    // The parts reported final hold every nonzero entry once (the head's touched rows packed):
+    // their count, sum and sum of squares are those of the final buffer.
+    std::int64_t parts = 0;
+    double sum = 0, squares = 0;
+    reducer.finish(0.5f, [&](const float* d, std::int64_t n) {
+      parts += n;
+      for (std::int64_t i = 0; i < n; ++i) sum += d[i], squares += d[i] * d[i];
+    });
+    EXPECT_EQ(parts, 60 + 8);
+    double want_sum = 0, want_squares = 0;
+    for (float g : grads) want_sum += g, want_squares += g * g;
+    EXPECT_EQ(sum, want_sum);
+    EXPECT_EQ(squares, want_squares);
     // The flags (10 floats, not in grads), the dense buckets, then 2 packed rows of 4.
     ASSERT_EQ(comm.starts.size(), dense_starts + 1);
     EXPECT_EQ(comm.starts.back().n, 8);

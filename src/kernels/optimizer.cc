@@ -43,10 +43,11 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
   const float neg_step_size = static_cast<float>(-(h.lr / bias_correction1));
   const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float eps = static_cast<float>(h.eps);
+  const float grad_scale = h.grad_scale;
   parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
       const float p = decay ? param[i] * decay_factor : param[i];
-      const float g = grad[i];
+      const float g = grad[i] * grad_scale;
       const float mi = std::fma(g, one_minus_b1, m[i] * b1);
       const float vi = v[i] * b2 + (one_minus_b2 * g) * g;
       const float denom = std::sqrt(vi) / bc2_sqrt + eps;
@@ -77,13 +78,6 @@ double sum_squares(const float* x, std::int64_t n) {
   double total = 0.0;
   for (double s : partial) total += s;
   return total;
-}
-
-void scale_inplace(float* x, std::int64_t n, float s) {
-  CHECK(n >= 0, "n = ", n);
-  parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) x[i] *= s;
-  });
 }
 
 }  // namespace bertfit

@@ -15,9 +15,14 @@ struct AdamWParams {
   double eps = 1e-8;
   double weight_decay = 0.0;  // applied only when the caller passes decay = true
   std::int64_t step = 1;      // 1-based step for bias correction
+  // Multiplies every gradient before use: global-norm clipping's coefficient (torch's
+  // grad.mul_(clip_coef) in float, folded in here to save a pass over the gradients). 1 is
+  // exact, so an unclipped step is unchanged.
+  float grad_scale = 1.0f;
 };
 
-// Over n elements: p *= 1 - lr·wd (if decay); m = b1·m + (1-b1)·g; v = b2·v + (1-b2)·g²;
+// Over n elements, with g = grad · grad_scale:
+// p *= 1 - lr·wd (if decay); m = b1·m + (1-b1)·g; v = b2·v + (1-b2)·g²;
 // p -= (lr / (1-b1^t)) · m / (sqrt(v) / sqrt(1-b2^t) + eps). Same float operation order as
 // PyTorch so that trajectories match to rounding.
 void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
@@ -25,8 +30,5 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
 
 // Sum of squares of x[0..n) in double.
 double sum_squares(const float* x, std::int64_t n);
-
-// x *= s over n elements.
-void scale_inplace(float* x, std::int64_t n, float s);
 
 }  // namespace bertfit

@@ -18,7 +18,7 @@ void AdamW::set_decay(std::vector<bool> decay_per_entry) {
   decay_ = std::move(decay_per_entry);
 }
 
-void AdamW::step(float* params, const float* grads, double lr) {
+void AdamW::step(float* params, const float* grads, double lr, float grad_scale) {
   ++step_;
   AdamWParams h;
   h.lr = lr;
@@ -27,6 +27,7 @@ void AdamW::step(float* params, const float* grads, double lr) {
   h.eps = config_.eps;
   h.weight_decay = config_.weight_decay;
   h.step = step_;
+  h.grad_scale = grad_scale;
   const auto& entries = layout_.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const ParamEntry& e = entries[i];
@@ -44,14 +45,13 @@ double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::in
   return base_lr * std::max(0.0, remaining);
 }
 
-double clip_grad_norm(float* grads, std::int64_t n, double max_norm) {
-  double norm = std::sqrt(sum_squares(grads, n));
-  if (max_norm > 0) {
-    // torch: clip_coef = max_norm / (total_norm + 1e-6), applied when < 1 (float32 scalar).
-    float coef = static_cast<float>(max_norm / (norm + 1e-6));
-    if (coef < 1.0f) scale_inplace(grads, n, coef);
-  }
-  return norm;
+double grad_norm(const float* grads, std::int64_t n) { return std::sqrt(sum_squares(grads, n)); }
+
+float clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0) return 1.0f;
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), applied when < 1 (float32 scalar).
+  const float coef = static_cast<float>(max_norm / (norm + 1e-6));
+  return coef < 1.0f ? coef : 1.0f;
 }
 
 }  // namespace bertfit

@@ -25,8 +25,9 @@ class AdamW {
   AdamW(const ParamLayout& layout, AdamWConfig config);
   void set_decay(std::vector<bool> decay_per_entry);
 
-  // One update of every parameter with learning rate lr; step counts from 1.
-  void step(float* params, const float* grads, double lr);
+  // One update of every parameter with learning rate lr, using grads · grad_scale (the
+  // clipping coefficient; grads itself is not modified); step counts from 1.
+  void step(float* params, const float* grads, double lr, float grad_scale = 1.0f);
 
   std::int64_t steps_taken() const { return step_; }
   void set_steps_taken(std::int64_t s) { step_ = s; }
@@ -48,9 +49,12 @@ class AdamW {
 // by samples seen / the original step size.
 double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::int64_t total);
 
-// Global L2 norm of grads[0..n) (accumulated in double); if it exceeds max_norm, scales the
-// gradients by max_norm / (norm + 1e-6) as torch does. Returns the norm before clipping.
-// max_norm <= 0 disables clipping (the norm is still returned).
-double clip_grad_norm(float* grads, std::int64_t n, double max_norm);
+// Clipping by the global gradient norm as torch.nn.utils.clip_grad_norm_: the norm is the L2
+// norm of all gradients (sum of squares accumulated in double); when it exceeds max_norm the
+// gradients are multiplied by max_norm / (norm + 1e-6), rounded to float as torch does.
+// Returns that coefficient, or 1 when no clipping applies (also when max_norm <= 0: disabled).
+// Pass it to AdamW::step as grad_scale.
+double grad_norm(const float* grads, std::int64_t n);
+float clip_coefficient(double norm, double max_norm);
 
 }  // namespace bertfit

@@ -261,6 +261,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     const std::int64_t last = std::min(first + per_step, total_samples);
     grads.zero();
     double step_loss = 0;
+    double grad_squares = 0;  // multi-rank: summed while the last buckets are in flight
     std::int64_t micro = 0;
     for (std::int64_t g = first; g < last; g += micro_global, ++micro) {
       const std::int64_t count = std::min(micro_global, last - g);
@@ -301,14 +302,18 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       }
       if (reducer && last_micro) {
         reducer->ready(0);
-        exposed_comm += reducer->finish(1.0f);  // shares already make it the mean
+        // Shares already make it the mean. The squares for clipping are summed per bucket as
+        // each arrives, filling the wait for the rest.
+        exposed_comm += reducer->finish(
+            1.0f, [&](const float* d, std::int64_t len) { grad_squares += sum_squares(d, len); });
       }
     }
     if (world > 1) comm->allreduce_sum(&step_loss, 1);
-    const double norm = clip_grad_norm(grads.data(), state.layout.total(), o.max_grad_norm);
+    const double norm =
+        reducer ? std::sqrt(grad_squares) : grad_norm(grads.data(), state.layout.total());
     const double lr =
         linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
-    optimizer.step(state.params.data(), grads.data(), lr);
+    optimizer.step(state.params.data(), grads.data(), lr, clip_coefficient(norm, o.max_grad_norm));
     samples_done += last - first;
     window_loss += step_loss;
     ++window_steps;
