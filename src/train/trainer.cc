@@ -252,6 +252,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
 
   Timer train_timer;
   double train_seconds = 0, window_loss = 0, exposed_comm = 0;
+  // Where the steps' time goes (since the first step; logged cumulative like exposed_comm_s).
+  double forward_s = 0, backward_s = 0, update_s = 0;
   const double comm_cpu_at_start = comm->thread_cpu_seconds();
   std::int64_t window_steps = 0, samples_done = 0;
   bool evaluated_last = false;
@@ -292,13 +294,17 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                              .seed = static_cast<std::uint64_t>(o.seed),
                              .step = static_cast<std::uint64_t>(step),
                              .micro = static_cast<std::uint64_t>(micro * world + rank)};
+        Timer phase;
         model.forward(state.params.data(), in, dropout, acts);
         step_loss += share * model.loss(batch->labels.data(), share, acts);
+        forward_s += phase.seconds();
+        phase.reset();
         std::function<void(std::int64_t)> on_grads_ready;
         if (reducer && last_micro) {
           on_grads_ready = [&](std::int64_t from) { reducer->ready(from); };
         }
         model.backward(state.params.data(), grads.data(), in, dropout, acts, on_grads_ready);
+        backward_s += phase.seconds();
       }
       if (reducer && last_micro) {
         reducer->ready(0);
@@ -309,11 +315,13 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       }
     }
     if (world > 1) comm->allreduce_sum(&step_loss, 1);
+    Timer update_timer;
     const double norm =
         reducer ? std::sqrt(grad_squares) : grad_norm(grads.data(), state.layout.total());
     const double lr =
         linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
     optimizer.step(state.params.data(), grads.data(), lr, clip_coefficient(norm, o.max_grad_norm));
+    update_s += update_timer.seconds();
     samples_done += last - first;
     window_loss += step_loss;
     ++window_steps;
@@ -331,7 +339,10 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                          {"lr", lr},
                          {"grad_norm", norm},
                          {"samples_per_s", rate},
-                         {"step_seconds", step_timer.seconds()}};
+                         {"step_seconds", step_timer.seconds()},
+                         {"forward_s", forward_s},
+                         {"backward_s", backward_s},
+                         {"update_s", update_s}};
       if (world > 1) {
         rec["exposed_comm_s"] = exposed_comm;
         // CPU of this rank's communication threads since the first step (cumulative, like

@@ -57,14 +57,27 @@ TEST(TrainCli, MrpcRunsEndToEndAndEvalReproducesDevMetrics) {
   }
   // metrics.jsonl: 3 step records (every 4 steps), 1 evaluation, 1 final record.
   std::string metrics = read_text(tmp / "out/metrics.jsonl");
-  int lines = 0, evals = 0;
+  int lines = 0, evals = 0, steps = 0;
+  double last_phases = 0;
   for (std::size_t p = 0, q; (q = metrics.find('\n', p)) != std::string::npos; p = q + 1) {
     auto j = nlohmann::json::parse(metrics.substr(p, q - p));
     ++lines;
     evals += j.contains("eval_accuracy") && !j.contains("final");
+    if (j.contains("step_seconds")) {
+      // Phase times are cumulative since the first step: positive and growing.
+      ++steps;
+      const double phases = j["forward_s"].get<double>() + j["backward_s"].get<double>() +
+                            j["update_s"].get<double>();
+      EXPECT_GT(j["forward_s"].get<double>(), 0.0);
+      EXPECT_GT(j["backward_s"].get<double>(), 0.0);
+      EXPECT_GT(j["update_s"].get<double>(), 0.0);
+      EXPECT_GT(phases, last_phases);
+      last_phases = phases;
+    }
   }
   EXPECT_EQ(lines, 5);
   EXPECT_EQ(evals, 1);
+  EXPECT_EQ(steps, 3);
 
   // The model written to --output gives the same dev metrics when evaluated on its own.
   RunResult e = run_bertfit("eval --model " + (tmp / "out") + " --task mrpc --data " + mrpc() +
