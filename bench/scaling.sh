@@ -9,6 +9,7 @@
 #   bench/scaling.sh [--rate auto|RATE] [--harsher "1 4"] [--nodes "1 2 4"] [--cpus-per-node C]
 #                    [--steps S] [--precision fp32|bf16] [--grad-comm-dtype fp32|bf16]
 #                    [--dynamic-padding] [--out PREFIX] [--train-args "ARGS"] [--no-colocated]
+#                    [--repeats R]
 #
 # --rate auto derives the link rate that reproduces the seed's ratio of compute to bandwidth:
 # their nodes computed a step in about 1.2 s and had 25 Gbit/s, i.e. 30 Gbit of link capacity
@@ -25,11 +26,14 @@
 # distribution itself costs: communication, its CPU and waiting for the slowest rank).
 # --no-colocated skips those runs. This shared machine's speed drifts by tens of percent within
 # minutes, so each N-node run is compared with a single-node run made right before it (its T1
-# column), not with the first one, which only sets the link rate.
+# column), not with the first one, which only sets the link rate. --repeats R alternates R such
+# pairs (single node, then N nodes) per configuration and reports the medians: the step and T1
+# columns are the median times, the speedup the median of the R pairs' speedups, with their
+# range (min-max) in the last column.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=auto harsher="1 4" nodes="1 2 4" cpus=0.5 steps=4 precision=fp32 wire=fp32 out=""
-padding=--pad-to-max-length extra="" colocated=1
+padding=--pad-to-max-length extra="" colocated=1 repeats=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -43,10 +47,12 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-colocated) colocated=0; shift ;;
     --train-args) extra=$2; shift 2 ;;  # more `bertfit train` flags, e.g. --comm-poll-us -1
+    --repeats) repeats=$2; shift 2 ;;
     *) echo "scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "scaling: needs root (network namespaces)" >&2; exit 2; }
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "scaling: --repeats needs a positive integer" >&2; exit 2; }
 bash scripts/build.sh release bertfit >/dev/null
 bertfit=$PWD/build/release/apps/bertfit/bertfit
 data=$(cd ../shared/data/glue/MRPC && pwd)
@@ -91,9 +97,9 @@ run_colocated() {  # N -> prints the mean over nodes of each node's median step 
     awk '{ s += $1 } END { print s / NR }'
 }
 
-echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic} · $extra" >&2
+echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic} · $repeats pair(s) · $extra" >&2
 read -r t1 _ < <(run_nodes 1 100gbit)
-results=()  # "N F RATE T COMM TC T1" per multi-node run
+results=()  # "N F RATE T COMM TC T1 SPEEDUPS" per configuration (medians; SPEEDUPS: each pair's)
 for f in $harsher; do
   r=$rate
   if [ "$rate" = auto ]; then
@@ -104,33 +110,43 @@ for f in $harsher; do
     [ "$n" -eq 1 ] && continue
     tc=-
     [ "$colocated" = 1 ] && tc=$(run_colocated "$n")
-    read -r t1_adjacent _ < <(run_nodes 1 100gbit)
-    read -r t c < <(run_nodes "$n" "$r")
-    results+=("$n $f $r $t $c $tc $t1_adjacent")
+    pairs=""
+    for ((k = 0; k < repeats; k++)); do
+      read -r t1_adjacent _ < <(run_nodes 1 100gbit)
+      read -r t c < <(run_nodes "$n" "$r")
+      pairs+="$t1_adjacent:$t:$c "
+    done
+    results+=("$n $f $r $tc $pairs")
   done
 done
 
-rows=("nodes,harsher,rate,step_s,exposed_comm_s,colocated_step_s,samples_per_s,epoch_s,speedup,efficiency,speedup_vs_colocated,t1_s")
-echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | T1 (s) | speedup (vs T1) | efficiency | Tc (s) | speedup vs Tc |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
-row() {  # N F RATE T COMM TC T1
+rows=("nodes,harsher,rate,step_s,exposed_comm_s,colocated_step_s,samples_per_s,epoch_s,speedup,efficiency,speedup_vs_colocated,t1_s,pairs,speedup_min,speedup_max")
+echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | T1 (s) | speedup (vs T1) | efficiency | Tc (s) | speedup vs Tc | pairs: speedup min-max |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+row() {  # N F RATE TC T1:T:COMM... (one triple per pair of runs)
   local line
   line=$(python3 - "$@" <<'PY'
-import sys
-n, f, rate, t, c, tc, t1 = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], float(sys.argv[7])
+import statistics, sys
+n, f, rate, tc = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+pairs = [tuple(map(float, p.split(":"))) for p in sys.argv[5:]]
+t1 = statistics.median(p[0] for p in pairs)
+t = statistics.median(p[1] for p in pairs)
+c = statistics.median(p[2] for p in pairs)
+each = [n * p[0] / p[1] for p in pairs]  # each pair's speedup: N nodes' samples/s over one node's
+speedup = statistics.median(each)
 sps = 32 * n / t
-speedup = sps / (32 / t1)
 vs = f"{n * float(tc) / t:.3f}" if tc != "-" else ""
-print(f"{n},{f},{rate},{t:.3f},{c:.3f},{tc if tc == '-' else f'{float(tc):.3f}'},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f},{vs},{t1:.3f}")
+print(f"{n},{f},{rate},{t:.3f},{c:.3f},{tc if tc == '-' else f'{float(tc):.3f}'},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f},{vs},{t1:.3f},{len(pairs)},{min(each):.3f},{max(each):.3f}")
 tc_cell = "" if tc == "-" else f"{float(tc):.2f}"
 vs_cell = "" if not vs else f"{float(vs):.2f}x ({float(vs) / n:.0%})"
-print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {sps:.2f} | {3668 / sps:.0f} | {t1:.2f} | {speedup:.2f}x | {speedup / n:.0%} | {tc_cell} | {vs_cell} |")
+range_cell = f"{len(pairs)}: {min(each):.2f}-{max(each):.2f}x" if len(pairs) > 1 else "1"
+print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {sps:.2f} | {3668 / sps:.0f} | {t1:.2f} | {speedup:.2f}x | {speedup / n:.0%} | {tc_cell} | {vs_cell} | {range_cell} |")
 PY
 )
   rows+=("$(head -1 <<<"$line")")
   tail -1 <<<"$line"
 }
-row 1 - - "$t1" 0 - "$t1"
+row 1 - - - "$t1:$t1:0"
 for res in "${results[@]}"; do
   # shellcheck disable=SC2086
   row $res
