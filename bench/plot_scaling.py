@@ -47,6 +47,7 @@ legend_y = y(1) + 52
 out.append(f'<line x1="{L}" y1="{legend_y}" x2="{L + 24}" y2="{legend_y}" stroke="#999" stroke-dasharray="4 4"/>'
            f'<text x="{L + 30}" y="{legend_y + 4}">ideal</text>')
 color_of = {}
+value_labels = {}  # nodes -> [(y, text, colour)], drawn last so that they can be kept apart
 for i, (label, pts, dashed) in enumerate(lines):
     base = label.split(", vs co-located")[0]
     c = "#ff7f0e" if label.startswith("seed") else color_of.setdefault(base, colors[len(color_of) % len(colors)])
@@ -56,9 +57,17 @@ for i, (label, pts, dashed) in enumerate(lines):
     for n, s in pts:
         out.append(f'<circle cx="{x(n):.1f}" cy="{y(s):.1f}" r="3.5" fill="{c}"/>')
         if n > 1:
-            out.append(f'<text x="{x(n) + 6:.1f}" y="{y(s) + 4:.1f}" fill="{c}">{s:.2f}x</text>')
+            value_labels.setdefault(n, []).append((y(s) + 4, f"{s:.2f}x", c))
     ly = legend_y + 16 * (i + 1)
     out.append(f'<line x1="{L}" y1="{ly}" x2="{L + 24}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/>'
                f'<text x="{L + 30}" y="{ly + 4}">{label}</text>')
+for n, labels in value_labels.items():
+    # At the last node count the labels sit beside their points; further left the lines climb
+    # through that space, so there they form a column starting under the lowest point.
+    last = None if n == max_n else max(ly for ly, _, _ in labels) + 4
+    for ly, text, c in sorted(labels):
+        ly = ly if last is None else max(ly, last + 13)
+        out.append(f'<text x="{x(n) + 6:.1f}" y="{ly:.1f}" fill="{c}">{text}</text>')
+        last = ly
 out.append("</svg>")
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
