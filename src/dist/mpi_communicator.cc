@@ -182,6 +182,7 @@ std::vector<float> MpiCommunicator::allgatherv(const std::vector<float>& local) 
 
 void MpiCommunicator::barrier() {
   wait_op(submit("barrier", [this](Op& op) {
+    op.moves_data = false;
     op.requests.push_back(MPI_REQUEST_NULL);
     return MPI_Ibarrier(comm_, &op.requests.back());
   }));

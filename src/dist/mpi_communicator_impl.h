@@ -78,7 +78,8 @@ class MpiCommunicator final : public Communicator {
     Clock::time_point deadline = Clock::time_point::max();  // queries end here, complete or not
     std::atomic<int> state{kQueued};
     std::string error;
-    bool on_ring = false;  // driven by ring_'s thread, not by MPI requests
+    bool on_ring = false;    // driven by ring_'s thread, not by MPI requests
+    bool moves_data = true;  // false: a barrier; the comm thread polls it less often
   };
   using OpPtr = std::shared_ptr<Op>;
 
