@@ -176,7 +176,12 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   a.resize(c, B, T, drop.train, bf16, keep_hidden);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   const std::int64_t N = a.N, padded = std::int64_t{B} * T;
-  if (bf16) prepare_weights(c, lay, params, /*with_backward=*/drop.train, a.weights_bf16);
+  if (bf16 && !(a.reuse_prepared && a.prepared_from == params &&
+                (a.prepared_with_backward || !drop.train))) {
+    prepare_weights(c, lay, params, /*with_backward=*/drop.train, a.weights_bf16);
+    a.prepared_from = params;
+    a.prepared_with_backward = drop.train;
+  }
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
     return dropout_key(drop.seed, drop.step, drop.micro, layer, site);

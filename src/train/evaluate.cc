@@ -25,6 +25,7 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
   BatchOptions options;
   options.pad_to_multiple_of = pad_to_multiple_of;
   options.max_len = model.config().max_positions;
+  const PreparedWeightsReuse reuse(acts);  // params do not change during this call
   for (std::int64_t first = 0; first < n; first += batch_size) {
     std::int64_t count = std::min<std::int64_t>(batch_size, n - first);
     Batch batch = make_batch(examples, std::span(order).subspan(first, count), options);

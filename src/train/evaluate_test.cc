@@ -1,0 +1,97 @@
+// predict_logits prepares the bf16 weights once per call and reuses them for every batch
+// (PreparedWeightsReuse): the logits must be those of forwards that prepare afresh, and a later
+// call, or a training forward on the same scratch, must not see weights prepared from
+// parameters that have changed since. Same shapes on both sides, so the results are bit-exact.
+#include "train/evaluate.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "base/aligned.h"
+#include "model/init.h"
+
+namespace bertfit {
+namespace {
+
+struct Tiny {
+  ModelConfig c;
+  ParamLayout layout;
+  AlignedBuffer<float> params;
+  BertModel model;
+  std::vector<EncodedExample> examples;
+
+  static ModelConfig config() {
+    ModelConfig c = ModelConfig::defaults(Arch::kDistilBert);
+    c.vocab_size = 200;
+    c.hidden = 64;
+    c.heads = 4;
+    c.intermediate = 128;
+    c.layers = 2;
+    c.max_positions = 64;
+    c.num_labels = 2;
+    return c;
+  }
+  Tiny() : c(config()), layout(c), params(layout.total()), model(c, layout, Precision::kBF16) {
+    init_params(layout, c, 17, params.data());
+    std::mt19937 rng(5);
+    for (int len : {9, 3, 17, 9, 30, 5, 12}) {
+      EncodedExample e;
+      e.ids.push_back(101);
+      for (int t = 1; t < len; ++t) e.ids.push_back(1 + static_cast<std::int32_t>(rng() % 199));
+      e.type_ids.assign(e.ids.size(), 0);
+      examples.push_back(e);
+    }
+  }
+};
+
+TEST(PredictLogits, ReusedBf16WeightsGiveTheLogitsOfFreshlyPreparedOnes) {
+  Tiny t;
+  // One call, seven batches of one example: the weights are prepared in the first only.
+  Activations scratch;
+  const std::vector<float> got =
+      predict_logits(t.model, t.params.data(), t.examples, 1, 1, &scratch);
+  EXPECT_FALSE(scratch.reuse_prepared);  // only for the length of the call
+  for (std::size_t i = 0; i < t.examples.size(); ++i) {
+    // A call per example, each with its own activations: prepared afresh every time.
+    const std::vector<float> want = predict_logits(t.model, t.params.data(), {t.examples[i]}, 1, 1);
+    for (int k = 0; k < t.c.num_labels; ++k) EXPECT_EQ(got[i * t.c.num_labels + k], want[k]) << i;
+  }
+}
+
+TEST(PredictLogits, ParametersChangedBetweenCallsArePreparedAfresh) {
+  Tiny t;
+  Activations scratch;
+  const std::vector<float> before =
+      predict_logits(t.model, t.params.data(), t.examples, 3, 8, &scratch);
+  init_params(t.layout, t.c, 18, t.params.data());  // new values at the same address
+  const std::vector<float> after =
+      predict_logits(t.model, t.params.data(), t.examples, 3, 8, &scratch);
+  const std::vector<float> fresh = predict_logits(t.model, t.params.data(), t.examples, 3, 8);
+  EXPECT_EQ(after, fresh);
+  EXPECT_NE(after, before);
+}
+
+TEST(PredictLogits, TrainingForwardAfterEvaluationPreparesForBackward) {
+  Tiny t;
+  const int B = 2, T = 8;
+  std::vector<std::int32_t> ids(B * T, 7), types(B * T, 0), mask(B * T, 1);
+  ids[0] = ids[T] = 101;
+  const float labels[B] = {0, 1};
+  const ModelInput in{B, T, ids.data(), types.data(), mask.data()};
+  const DropoutState train{.train = true, .seed = 3};
+  auto gradients = [&](Activations& acts) {
+    AlignedBuffer<float> grads(t.layout.total());
+    t.model.forward(t.params.data(), in, train, acts);
+    t.model.loss(labels, 1.0f, acts);
+    t.model.backward(t.params.data(), grads.data(), in, train, acts);
+    return std::vector<float>(grads.data(), grads.data() + t.layout.total());
+  };
+  Activations scratch, fresh;
+  predict_logits(t.model, t.params.data(), t.examples, 4, 8, &scratch);  // forward-only layouts
+  EXPECT_EQ(gradients(scratch), gradients(fresh));
+}
+
+}  // namespace
+}  // namespace bertfit
