@@ -17,6 +17,7 @@
 #include "gemm/gemm.h"
 #include "model/bert.h"
 #include "model/init.h"
+#include "model/test_config.h"
 
 namespace bertfit {
 namespace {
@@ -38,14 +39,7 @@ struct Run {
 };
 
 void check(Arch arch, Precision precision, double bound) {
-  ModelConfig c = ModelConfig::defaults(arch);
-  c.vocab_size = 200;
-  c.hidden = 64;
-  c.heads = 4;
-  c.intermediate = 128;
-  c.layers = 2;
-  c.max_positions = 64;
-  c.num_labels = 3;
+  ModelConfig c = small_test_config(arch, 3);
   c.hidden_dropout = c.attention_dropout = c.classifier_dropout = 0.0;
   ParamLayout layout(c);
   AlignedBuffer<float> params(layout.total());

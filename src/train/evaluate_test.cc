@@ -11,6 +11,7 @@
 
 #include "base/aligned.h"
 #include "model/init.h"
+#include "model/test_config.h"
 
 namespace bertfit {
 namespace {
@@ -22,18 +23,11 @@ struct Tiny {
   BertModel model;
   std::vector<EncodedExample> examples;
 
-  static ModelConfig config() {
-    ModelConfig c = ModelConfig::defaults(Arch::kDistilBert);
-    c.vocab_size = 200;
-    c.hidden = 64;
-    c.heads = 4;
-    c.intermediate = 128;
-    c.layers = 2;
-    c.max_positions = 64;
-    c.num_labels = 2;
-    return c;
-  }
-  Tiny() : c(config()), layout(c), params(layout.total()), model(c, layout, Precision::kBF16) {
+  Tiny()
+      : c(small_test_config(Arch::kDistilBert, 2)),
+        layout(c),
+        params(layout.total()),
+        model(c, layout, Precision::kBF16) {
     init_params(layout, c, 17, params.data());
     std::mt19937 rng(5);
     for (int len : {9, 3, 17, 9, 30, 5, 12}) {

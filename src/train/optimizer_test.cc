@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "model/config.h"
 #include "model/param_layout.h"
+#include "model/test_config.h"
 
 namespace bertfit {
 namespace {
@@ -24,14 +24,8 @@ TEST(Clipping, NormAndCoefficient) {
 }
 
 TEST(AdamWStep, GradScaleEqualsScaledGradients) {
-  ModelConfig config;  // a tiny DistilBERT: decayed weights and undecayed biases / LayerNorms
-  config.vocab_size = 11;
-  config.hidden = 4;
-  config.layers = 1;
-  config.heads = 2;
-  config.intermediate = 8;
-  config.max_positions = 6;
-  const ParamLayout layout(config);
+  // decayed weights and undecayed biases / LayerNorms
+  const ParamLayout layout(small_test_config(Arch::kDistilBert, 2));
   const auto n = static_cast<std::size_t>(layout.total());
   std::vector<float> p0(n), g(n), g_scaled(n);
   for (std::size_t i = 0; i < n; ++i) {

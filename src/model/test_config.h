@@ -1,0 +1,21 @@
+// A small model for tests: the architecture's every code path (several heads and layers, an
+// FFN wider than the hidden size) at a size whose forward and backward take milliseconds.
+#pragma once
+
+#include "model/config.h"
+
+namespace bertfit {
+
+inline ModelConfig small_test_config(Arch arch, int num_labels) {
+  ModelConfig c = ModelConfig::defaults(arch);
+  c.vocab_size = 200;
+  c.hidden = 64;
+  c.heads = 4;
+  c.intermediate = 128;
+  c.layers = 2;
+  c.max_positions = 64;
+  c.num_labels = num_labels;
+  return c;
+}
+
+}  // namespace bertfit
