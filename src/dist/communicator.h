@@ -18,9 +18,10 @@
 
 namespace bertfit {
 
-// Element type on the wire for start_allreduce. kBF16 halves the bytes: values are rounded to
-// bf16 (nearest even) for transport, summed pairwise in fp32 and rounded back to bf16 at each
-// reduction step, and written back into the fp32 buffer.
+// Element type on the wire for start_allreduce. kBF16 halves the bytes: partial sums travel as
+// bf16 (nearest even), each addition is done in fp32 and rounded back to bf16 (how often the
+// inputs themselves are rounded depends on the transport: tcp_ring.h), and the final sums are
+// written back into the fp32 buffer, identical on every rank.
 enum class WireDType { kF32, kBF16 };
 
 // How outstanding non-blocking requests make progress (see the measurements at the top of

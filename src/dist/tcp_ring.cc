@@ -34,6 +34,9 @@ constexpr std::size_t kHelloBytes = 24;
 // Received partial sums are added in pieces of this size; a piece is forwarded once added.
 constexpr std::size_t kPieceBytes = 256 * 1024;
 
+// The ring cuts a buffer of n elements into `world` chunks; chunk c is [begin(c), begin(c + 1)).
+std::int64_t chunk_begin(std::int64_t n, int world, int c) { return n * c / world; }
+
 void put32(std::uint8_t* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
@@ -323,19 +326,35 @@ void TcpRing::thread_main() {
 void TcpRing::run(const Job& job) {
   if (job.n == 0) return;
   if (job.wire == WireDType::kF32) {
-    stream(job.data, job.n, [](float* dst, const float* src, std::size_t count) {
-      for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
-    });
+    stream(
+        job.data, job.n,
+        [](float* dst, const float* src, std::size_t count) {
+          for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
+        },
+        [](float*, std::size_t) {});  // the sums are already in place
     return;
   }
+  // bf16 wire: a rank rounds only the chunk it sends first (its own); every later partial sum
+  // is bf16(received partial + this rank's fp32 value), one rounding per hop, and final values
+  // are widened into data as they land (the owned chunk after its last addition, the others as
+  // the all-gather delivers them), while still in cache. No pass over the whole buffer.
   wire16_.resize(static_cast<std::size_t>(job.n));
   std::uint16_t* w = wire16_.data();
-  for (std::int64_t i = 0; i < job.n; ++i) w[i] = f32_to_bf16(job.data[i]);  // vectorised
-  stream(w, job.n, [](std::uint16_t* dst, const std::uint16_t* src, std::size_t count) {
-    for (std::size_t i = 0; i < count; ++i)
-      dst[i] = f32_to_bf16(bf16_to_f32(dst[i]) + bf16_to_f32(src[i]));
-  });
-  for (std::int64_t i = 0; i < job.n; ++i) job.data[i] = bf16_to_f32(w[i]);
+  const float* own = job.data;
+  for (std::int64_t i = chunk_begin(job.n, world_, rank_);
+       i < chunk_begin(job.n, world_, rank_ + 1); ++i) {
+    w[i] = f32_to_bf16(own[i]);  // vectorised
+  }
+  stream(
+      w, job.n,
+      [w, own](std::uint16_t* dst, const std::uint16_t* src, std::size_t count) {
+        const float* mine = own + (dst - w);
+        for (std::size_t i = 0; i < count; ++i) dst[i] = f32_to_bf16(bf16_to_f32(src[i]) + mine[i]);
+      },
+      [w, data = job.data](std::uint16_t* p, std::size_t count) {
+        float* out = data + (p - w);
+        for (std::size_t i = 0; i < count; ++i) out[i] = bf16_to_f32(p[i]);
+      });
 }
 
 // One non-blocking send or receive loop: moves what the socket takes now. False when the
@@ -360,13 +379,15 @@ bool TcpRing::pump(int fd, bool sending, char* p, std::size_t len, std::size_t* 
   return *moved > 0;
 }
 
-template <class T, class Add>
-void TcpRing::stream(T* base, std::int64_t n, Add add) {
+template <class T, class Add, class Land>
+void TcpRing::stream(T* base, std::int64_t n, Add add, Land land) {
   const int w = world_, r = rank_, steps = 2 * (w - 1);
   auto mod = [w](int x) { return ((x % w) + w) % w; };
-  auto first = [n, w](int c) { return n * c / w; };  // chunk c is [first(c), first(c + 1))
+  auto first = [n, w](int c) { return chunk_begin(n, w, c); };  // chunk c: [first(c), first(c+1))
   // Steps [0, w-1) reduce-scatter, [w-1, 2w-2) all-gather. What is sent at step t+1 is what
   // was received at step t, so the send stream may run up to the processed receive stream.
+  // After step w-2 this rank holds the final sum of chunk r+1; land() sees every final value
+  // once: that chunk as its last additions are made, the others as the all-gather brings them.
   auto send_chunk = [&](int t) { return t < w - 1 ? mod(r - t) : mod(r + 1 - (t - (w - 1))); };
   auto recv_chunk = [&](int t) { return t < w - 1 ? mod(r - t - 1) : mod(r - (t - (w - 1))); };
   auto bytes = [&](int c) { return static_cast<std::size_t>(first(c + 1) - first(c)) * sizeof(T); };
@@ -397,7 +418,9 @@ void TcpRing::stream(T* base, std::int64_t n, Add add) {
       if (rt >= w - 1) {  // all-gather: final sums go straight into place
         if (pump(left_fd_, false, dst + got, total - got, &moved)) {
           got += moved;
-          added = got;
+          const std::size_t whole = got / sizeof(T) * sizeof(T);  // TCP may split an element
+          land(reinterpret_cast<T*>(dst + added), (whole - added) / sizeof(T));
+          added = whole;
           moved_any = true;
         }
       } else {
@@ -410,6 +433,7 @@ void TcpRing::stream(T* base, std::int64_t n, Add add) {
         if (staged == staging_.size() || (got == total && staged > 0)) {
           add(reinterpret_cast<T*>(dst + added), reinterpret_cast<const T*>(staging_.data()),
               staged / sizeof(T));
+          if (rt == w - 2) land(reinterpret_cast<T*>(dst + added), staged / sizeof(T));
           added += staged;
           staged = 0;
           moved_any = true;

@@ -15,9 +15,11 @@
 // chunk a rank forwards at step t+1 is the one it received (and added to) at step t, so it is
 // forwarded piece by piece as soon as each piece is reduced, and both directions of every link
 // stay busy. Each chunk's sum is formed once, by one rank, and copied to the others, so every
-// rank ends with bitwise the same result. bf16 wire: values are rounded to bf16 first, each
-// partial sum is formed in fp32 and rounded back to bf16 before it is forwarded (the same
-// arithmetic as the MPI bf16 operator), and the final bf16 sums are widened into the buffer.
+// rank ends with bitwise the same result. bf16 wire: the rank where a chunk starts rounds its
+// values to bf16; each later rank adds its own fp32 values to the received bf16 partial sums
+// in fp32 and rounds once before forwarding (one rounding per hop, one fewer than the MPI bf16
+// operator, which rounds every input first), and the final bf16 sums are widened into the
+// buffer as they arrive.
 //
 // Failure: a peer that dies closes its sockets, so its neighbours fail the current all-reduce
 // (and every later one) with a message naming it; the caller's deadline covers a peer that
@@ -79,15 +81,17 @@ class TcpRing {
 
   void thread_main();
   void run(const Job& job);  // throws Error
-  template <class T, class Add>
-  void stream(T* base, std::int64_t n, Add add);
+  // The ring all-reduce over base[0..n): add(dst, src, count) folds a received partial sum
+  // into dst; land(p, count) is shown every final value once, as soon as it is in base.
+  template <class T, class Add, class Land>
+  void stream(T* base, std::int64_t n, Add add, Land land);
   bool pump(int fd, bool sending, char* p, std::size_t len, std::size_t* moved);
 
   int rank_, world_;
   int listen_fd_ = -1, left_fd_ = -1, right_fd_ = -1;
   int port_ = 0;
   std::vector<std::uint32_t> addresses_;  // network byte order
-  std::vector<std::uint16_t> wire16_;     // bf16 copy of the buffer being reduced
+  std::vector<std::uint16_t> wire16_;     // bf16 partial and final sums of the buffer
   std::vector<char> staging_;             // received partial sums awaiting addition
 
   std::thread thread_;

@@ -106,27 +106,31 @@ TEST_P(TcpRingTest, RandomValuesWithinRoundingAndIdentical) {
   expect_identical(data);
 }
 
-TEST_P(TcpRingTest, Bf16WireWithinItsRoundingAndIdentical) {
+TEST_P(TcpRingTest, Bf16WireRoundsOncePerHopAndIsIdentical) {
   const int world = GetParam();
   Ring ring = connect_ring(world);
   const std::size_t n = 150001;
   auto data = random_data(world, n, false, 11);
   auto inputs = data;
   for (auto& f : start_all(ring, data, WireDType::kBF16)) ASSERT_EQ(f.get(), "");
-  // Every input rounded to bf16 (world roundings) and every partial sum rounded back
-  // (world - 1): each off by at most u = 2^-8 relative, and no partial sum exceeds the sum of
-  // magnitudes.
+  // Chunk c (of `world`, cut as the ring cuts) starts at rank c, rounded to bf16, and passes
+  // ranks c+1, c+2, ... in turn, each adding its own fp32 value and rounding the sum once:
+  // world roundings, each off by at most u = 2^-8 of a partial sum, and no partial sum exceeds
+  // the sum of magnitudes. Every rank ends with the last rank's rounded sum.
   const double u = std::ldexp(1.0, -8);
-  for (std::size_t i = 0; i < n; ++i) {
-    double exact = 0, magnitude = 0;
-    for (const auto& v : inputs) exact += v[i], magnitude += std::fabs(v[i]);
-    ASSERT_LE(std::fabs(data[0][i] - exact), (2 * world - 1) * u * magnitude * 1.01) << i;
-    ASSERT_EQ(data[0][i], bf16_to_f32(f32_to_bf16(data[0][i]))) << "not a bf16 value: " << i;
-  }
-  if (world == 2) {  // one addition: exactly bf16(bf16(a) + bf16(b))
-    for (std::size_t i = 0; i < n; ++i) {
-      float a = bf16_to_f32(f32_to_bf16(inputs[0][i])), b = bf16_to_f32(f32_to_bf16(inputs[1][i]));
-      ASSERT_EQ(data[0][i], bf16_to_f32(f32_to_bf16(a + b))) << i;
+  for (int c = 0; c < world; ++c) {
+    const std::size_t begin = n * static_cast<std::size_t>(c) / static_cast<std::size_t>(world);
+    const std::size_t end = n * static_cast<std::size_t>(c + 1) / static_cast<std::size_t>(world);
+    for (std::size_t i = begin; i < end; ++i) {
+      float partial = bf16_to_f32(f32_to_bf16(inputs[static_cast<std::size_t>(c)][i]));
+      for (int k = 1; k < world; ++k) {
+        const float mine = inputs[static_cast<std::size_t>((c + k) % world)][i];
+        partial = bf16_to_f32(f32_to_bf16(partial + mine));
+      }
+      ASSERT_EQ(data[0][i], partial) << "chunk " << c << ", element " << i;
+      double exact = 0, magnitude = 0;
+      for (const auto& v : inputs) exact += v[i], magnitude += std::fabs(v[i]);
+      ASSERT_LE(std::fabs(data[0][i] - exact), world * u * magnitude * 1.01) << i;
     }
   }
   expect_identical(data);
