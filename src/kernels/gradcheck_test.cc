@@ -175,7 +175,7 @@ TEST(GradCheck, BiasAndRows) {
   EXPECT_TRUE(fast_matches_reference(dxf.data(), dx, R));
 }
 
-TEST(GradCheck, CrossEntropyAndMse) {
+TEST(GradCheck, CrossEntropyMseAndBce) {
   const int B = 3, K = 4;
   const double scale = 0.5;
   Rng rng(5);
@@ -204,6 +204,21 @@ TEST(GradCheck, CrossEntropyAndMse) {
   std::vector<float> dpf(B, 0.0f);
   mse_backward(dpf.data(), predf.data(), tf.data(), B, static_cast<float>(scale));
   EXPECT_TRUE(fast_matches_reference(dpf.data(), dpred, 2));
+
+  // Multi-label: binary cross-entropy on logits against multi-hot rows.
+  const std::vector<float> yf = {1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0};
+  const std::vector<double> y = as_double(yf);
+  auto bce = [&] {
+    return scale * ref::bce_with_logits_forward(probs.data(), z.data(), y.data(), B, K);
+  };
+  bce();
+  std::vector<double> dzb(B * K, 0.0);
+  ref::bce_with_logits_backward(dzb.data(), probs.data(), y.data(), B, K, scale);
+  EXPECT_TRUE(gradients_match(dzb, numeric_gradient(z, bce)));
+  std::vector<float> pbf(B * K), dzbf(B * K, 0.0f);
+  bce_with_logits_forward(pbf.data(), zf.data(), yf.data(), B, K);
+  bce_with_logits_backward(dzbf.data(), pbf.data(), yf.data(), B, K, static_cast<float>(scale));
+  EXPECT_TRUE(fast_matches_reference(dzbf.data(), dzb, 2));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Mean cross-entropy (log-sum-exp in double per row) and mean squared error, with their
+// Mean cross-entropy (log-sum-exp in double per row), binary cross-entropy on logits and mean
+// squared error, with their
 // gradients scaled by `scale` and divided by the batch size as PyTorch's mean reduction.
 #include "kernels/loss.h"
 
@@ -59,6 +60,30 @@ void mse_backward(float* dpred, const float* pred, const float* target, int B, f
   const double s = 2.0 * static_cast<double>(scale) / B;
   for (int b = 0; b < B; ++b) {
     dpred[b] += static_cast<float>(s * (static_cast<double>(pred[b]) - target[b]));
+  }
+}
+
+double bce_with_logits_forward(float* probs, const float* logits, const float* targets, int B,
+                               int K) {
+  CHECK(B > 0 && K > 0, "B = ", B, ", K = ", K);
+  const std::int64_t n = std::int64_t{B} * K;
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double z = logits[i], y = targets[i];
+    // log(1 + exp(-|z|)) keeps both branches finite for any z.
+    total += std::fmax(z, 0.0) - z * y + std::log1p(std::exp(-std::fabs(z)));
+    probs[i] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
+  }
+  return total / static_cast<double>(n);
+}
+
+void bce_with_logits_backward(float* dlogits, const float* probs, const float* targets, int B,
+                              int K, float scale) {
+  CHECK(B > 0 && K > 0, "B = ", B, ", K = ", K);
+  const std::int64_t n = std::int64_t{B} * K;
+  const double s = static_cast<double>(scale) / static_cast<double>(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    dlogits[i] += static_cast<float>(s * (static_cast<double>(probs[i]) - targets[i]));
   }
 }
 

@@ -19,4 +19,14 @@ double mse_forward(const float* pred, const float* target, int B);
 // dpred += scale · 2 (pred - target) / B.
 void mse_backward(float* dpred, const float* pred, const float* target, int B, float scale);
 
+// Multi-label classification (PyTorch's BCEWithLogitsLoss, mean over all B·K entries, as
+// transformers for problem_type multi_label_classification). logits, targets: (B,K), targets
+// in [0,1] (multi-hot rows). Returns mean(max(z,0) - z·y + log(1 + exp(-|z|))), computed in
+// double; probs (B,K) = sigmoid(z).
+double bce_with_logits_forward(float* probs, const float* logits, const float* targets, int B,
+                               int K);
+// dlogits (B,K) += scale · (probs - targets) / (B·K).
+void bce_with_logits_backward(float* dlogits, const float* probs, const float* targets, int B,
+                              int K, float scale);
+
 }  // namespace bertfit

@@ -109,5 +109,51 @@ TEST(Mse, KnownValue) {
   EXPECT_EQ(d[1], 2.0f);  // 2·2/2
 }
 
+TEST(BceWithLogits, MatchesReference) {
+  for (int B : {1, 3, 9}) {
+    for (int K : {1, 2, 5}) {
+      Rng rng(B * 10 + K);
+      const int n = B * K;
+      FloatView logits(n), targets(n), probs(n), dlogits(n);
+      logits.fill_uniform(rng, -4, 4);
+      for (int i = 0; i < n; ++i) targets.data()[i] = (i * 7 + B) % 3 == 0 ? 1.0f : 0.0f;
+      dlogits.fill_uniform(rng, -1, 1);
+      std::vector<double> rprobs(n);
+      const double rloss = ref::bce_with_logits_forward(rprobs.data(), logits.to_double().data(),
+                                                        targets.to_double().data(), B, K);
+      const double loss =
+          bce_with_logits_forward(probs.data(), logits.data(), targets.data(), B, K);
+      // Both in double from the same float inputs; the formulas differ in rounding only.
+      EXPECT_NEAR(loss, rloss, 1e-12 * (1 + rloss));
+      EXPECT_TRUE(all_close(probs.data(), rprobs.data(), n,
+                            [&](std::int64_t i) { return kU * rprobs[i]; }));
+      std::vector<double> rd = dlogits.to_double();
+      const std::vector<double> d0 = rd;
+      ref::bce_with_logits_backward(rd.data(), probs.to_double().data(), targets.to_double().data(),
+                                    B, K, 0.5);
+      bce_with_logits_backward(dlogits.data(), probs.data(), targets.data(), B, K, 0.5f);
+      // The double formula rounded once, then one float add.
+      EXPECT_TRUE(all_close(dlogits.data(), rd.data(), n, [&](std::int64_t i) {
+        return kU * (std::fabs(rd[i] - d0[i]) + std::fabs(rd[i]));
+      }));
+    }
+  }
+}
+
+TEST(BceWithLogits, KnownValueAndLargeLogitsStayFinite) {
+  // z = 0: loss log 2 whatever the target; gradient (0.5 - y) / n.
+  const float z0[2] = {0.0f, 0.0f}, y0[2] = {1.0f, 0.0f};
+  float p[2], d[2] = {0.0f, 0.0f};
+  EXPECT_NEAR(bce_with_logits_forward(p, z0, y0, 1, 2), std::log(2.0), 1e-15);
+  bce_with_logits_backward(d, p, y0, 1, 2, 1.0f);
+  EXPECT_EQ(d[0], -0.25f);
+  EXPECT_EQ(d[1], 0.25f);
+  // |z| = 200: exp(200) overflows float; the loss is 200 for the wrong target, 0 for the right.
+  const float zb[2] = {200.0f, -200.0f}, yb[2] = {0.0f, 0.0f};
+  EXPECT_NEAR(bce_with_logits_forward(p, zb, yb, 1, 2), 100.0, 1e-9);
+  EXPECT_EQ(p[0], 1.0f);
+  EXPECT_EQ(p[1], 0.0f);
+}
+
 }  // namespace
 }  // namespace bertfit

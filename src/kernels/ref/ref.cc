@@ -202,6 +202,24 @@ void mse_backward(double* dpred, const double* pred, const double* target, int B
   for (int b = 0; b < B; ++b) dpred[b] += scale * 2.0 * (pred[b] - target[b]) / B;
 }
 
+double bce_with_logits_forward(double* probs, const double* logits, const double* targets, int B,
+                               int K) {
+  const int n = B * K;
+  double loss = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double p = 1.0 / (1.0 + std::exp(-logits[i]));
+    probs[i] = p;
+    loss -= (targets[i] * std::log(p) + (1.0 - targets[i]) * std::log(1.0 - p)) / n;
+  }
+  return loss;
+}
+
+void bce_with_logits_backward(double* dlogits, const double* probs, const double* targets, int B,
+                              int K, double scale) {
+  const int n = B * K;
+  for (int i = 0; i < n; ++i) dlogits[i] += scale * (probs[i] - targets[i]) / n;
+}
+
 void adamw_update(double* param, const double* grad, double* m, double* v, std::int64_t n,
                   const AdamWParams& h, bool decay) {
   const double t = static_cast<double>(h.step);

@@ -57,6 +57,11 @@ double cross_entropy_forward(double* probs, const double* logits, const std::int
 void cross_entropy_backward(double* dlogits, const double* probs, const std::int32_t* labels, int B,
                             int K, double scale);
 double mse_forward(const double* pred, const double* target, int B);
+// Mean over B·K of -(y log σ(z) + (1-y) log(1-σ(z))), written as the textbook formula.
+double bce_with_logits_forward(double* probs, const double* logits, const double* targets, int B,
+                               int K);
+void bce_with_logits_backward(double* dlogits, const double* probs, const double* targets, int B,
+                              int K, double scale);
 void mse_backward(double* dpred, const double* pred, const double* target, int B, double scale);
 
 // ---- AdamW in exact arithmetic order of the formula (not torch's float rounding).
