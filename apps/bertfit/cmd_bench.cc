@@ -82,11 +82,12 @@ void run(const BenchOptions& o) {
   const int B = o.batch_size, T = o.seq_len;
   std::mt19937 rng(0);
   std::vector<std::int32_t> ids(B * T), types(B * T, 0), mask(B * T, 1);
-  std::vector<float> labels(B);
+  const bool multi = c.problem() == ProblemType::kMultiLabel;
+  std::vector<float> labels(multi ? B * c.num_labels : B);
   for (auto& id : ids) id = 1000 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1000));
-  for (int b = 0; b < B; ++b) {
-    ids[b * T] = 101;
-    labels[b] = c.is_regression() ? 0.5f : static_cast<float>(rng() % c.num_labels);
+  for (int b = 0; b < B; ++b) ids[b * T] = 101;
+  for (auto& label : labels) {
+    label = c.is_regression() ? 0.5f : static_cast<float>(rng() % (multi ? 2 : c.num_labels));
   }
   BertModel model(c, state.layout, precision);
   Activations acts;

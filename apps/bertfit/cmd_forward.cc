@@ -2,6 +2,7 @@
 // against ../shared/peer/torch_peer.py: prints {"logits": [...], "loss": x} and optionally
 // writes d loss / d parameter for every parameter under its HF name.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -78,6 +79,7 @@ void run(const ForwardOptions& o) {
   BertModel model(c, state.layout);
   Activations acts;
   ModelInput in{B, T, ids.data(), types.data(), mask.data()};
+  in.for_backward = !o.grads_path.empty();
   DropoutState dropout{.train = o.train_mode, .seed = static_cast<std::uint64_t>(o.seed)};
   model.forward(state.params.data(), in, dropout, acts);
   const int K = c.num_labels;
@@ -92,9 +94,28 @@ void run(const ForwardOptions& o) {
       throw_error(o.batch_path, ": \"labels\" must have ", B, " entries");
     }
     std::vector<float> labels;
+    const bool multi = c.problem() == ProblemType::kMultiLabel;
+    auto number = [&](const nlohmann::json& v) {
+      if (!v.is_number()) throw_error(o.batch_path, ": \"labels\" must hold numbers");
+      return v.get<float>();
+    };
     for (const auto& v : j["labels"]) {
-      if (!v.is_number()) throw_error(o.batch_path, ": \"labels\" must be numbers");
-      float l = v.get<float>();
+      if (multi) {
+        // multi-label: a multi-hot row of K numbers in [0, 1] per sequence
+        if (!v.is_array() || static_cast<int>(v.size()) != K) {
+          throw_error(o.batch_path, ": problem_type multi_label_classification needs each label ",
+                      "as a row of ", K, " numbers in [0, 1], got ", v.dump());
+        }
+        for (const auto& x : v) {
+          const float l = number(x);
+          if (!(l >= 0 && l <= 1))
+            throw_error(o.batch_path, ": multi-hot label ", l, " not in [0, 1]");
+          labels.push_back(l);
+        }
+        continue;
+      }
+      const float l = number(v);
+      if (!std::isfinite(l)) throw_error(o.batch_path, ": label ", v.dump(), " is not finite");
       if (!c.is_regression() && (l != static_cast<int>(l) || l < 0 || l >= K)) {
         throw_error(o.batch_path, ": label ", v.dump(), " is not a class id in [0, ", K, ")");
       }

@@ -52,6 +52,8 @@ struct Activations {
   AlignedBuffer<float> x0;                  // (N,C) embeddings after LayerNorm and dropout
   std::vector<LayerActivations> layers;     // (L)
   std::vector<std::int64_t> cls_rows;       // (B) row of each sequence's first token
+  // The last forward kept what backward needs (ModelInput::for_backward or dropout training).
+  bool for_backward = false;
   // Last layer on first tokens only (ModelInput::full_last_layer false): its rows after
   // attention are the B first tokens, in sequence order.
   bool cls_only = false;

@@ -173,14 +173,16 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
   CHECK(T <= c.max_positions, "T ", T, " > max positions ", c.max_positions);
   // Hidden states of every layer are kept in fp32 (backward reads them) and on request.
   const bool keep_hidden = !bf16 || in.full_last_layer;
-  a.resize(c, B, T, drop.train, bf16, keep_hidden);
+  const bool for_backward = drop.train || in.for_backward;
+  a.resize(c, B, T, for_backward, bf16, keep_hidden);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
+  a.for_backward = for_backward;
   const std::int64_t N = a.N, padded = std::int64_t{B} * T;
   if (bf16 && !(a.reuse_prepared && a.prepared_from == params &&
-                (a.prepared_with_backward || !drop.train))) {
-    prepare_weights(c, lay, params, /*with_backward=*/drop.train, a.weights_bf16);
+                (a.prepared_with_backward || !for_backward))) {
+    prepare_weights(c, lay, params, for_backward, a.weights_bf16);
     a.prepared_from = params;
-    a.prepared_with_backward = drop.train;
+    a.prepared_with_backward = for_backward;
   }
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {
@@ -289,11 +291,20 @@ void BertModel::forward(const float* params, const ModelInput& in, const Dropout
 double BertModel::loss(const float* labels, float scale, Activations& a) const {
   const int B = a.B, K = config_.num_labels;
   zero(a.dlogits, std::int64_t{B} * K);
-  if (config_.is_regression()) {
-    CHECK(K == 1, "regression needs one output, got ", K);
-    double l = mse_forward(a.logits.data(), labels, B);
-    mse_backward(a.dlogits.data(), a.logits.data(), labels, B, scale);
-    return l;
+  switch (config_.problem()) {
+    case ProblemType::kRegression: {
+      CHECK(K == 1, "regression needs one output, got ", K);
+      double l = mse_forward(a.logits.data(), labels, B);
+      mse_backward(a.dlogits.data(), a.logits.data(), labels, B, scale);
+      return l;
+    }
+    case ProblemType::kMultiLabel: {
+      double l = bce_with_logits_forward(a.probs.data(), a.logits.data(), labels, B, K);
+      bce_with_logits_backward(a.dlogits.data(), a.probs.data(), labels, B, K, scale);
+      return l;
+    }
+    case ProblemType::kSingleLabel:
+      break;
   }
   std::vector<std::int32_t> ids(B);
   for (int b = 0; b < B; ++b) {
@@ -313,6 +324,9 @@ void BertModel::backward(const float* params, float* grads, const ModelInput& in
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels;
   const bool bf16 = precision_ == Precision::kBF16;
   CHECK(a.B == B && a.T == T, "backward on a batch the forward did not see");
+  CHECK(a.for_backward,
+        "backward after a forward that kept no backward state (set ModelInput::for_backward or "
+        "train dropout)");
   const std::int64_t N = a.N, padded = std::int64_t{B} * T;
   const Linear linear{bf16};
   auto key = [&](std::uint32_t layer, std::uint32_t site) {

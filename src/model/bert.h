@@ -30,6 +30,10 @@ struct ModelInput {
   // rows: the logits, loss and gradients are unchanged, and about 5/6 of the last layer's work is
   // skipped. true computes the last layer for every token (its hidden states are then complete).
   bool full_last_layer = false;
+  // Keep what backward needs (its scratch, and in bf16 the backward copies of the weights) even
+  // with dropout off, e.g. for the gradients of an eval-mode forward. A training forward
+  // (DropoutState::train) always keeps it.
+  bool for_backward = false;
 };
 
 // Dropout is active when train is true; each site's mask is keyed by (seed, step, micro,
@@ -56,11 +60,15 @@ class BertModel {
   void forward(const float* params, const ModelInput& in, const DropoutState& dropout,
                Activations& acts) const;
 
-  // Loss of acts.logits against labels (class ids as floats, or regression targets), and
-  // acts.dlogits = scale · d loss / d logits. Cross-entropy (mean) or MSE (mean) as HF.
+  // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF
+  // for the config's problem type: single-label, labels (B) class ids as floats, mean
+  // cross-entropy; regression, labels (B) targets, mean squared error; multi-label, labels
+  // (B,K) multi-hot rows, binary cross-entropy on logits averaged over B·K.
   double loss(const float* labels, float scale, Activations& acts) const;
 
-  // grads += d loss / d params, from acts.dlogits and what forward saved. `on_grads_ready(o)`,
+  // grads += d loss / d params, from acts.dlogits and what forward saved; the forward must have
+  // run on the same batch with dropout training or ModelInput::for_backward (checked: a
+  // violation aborts with a message, never reaches the products). `on_grads_ready(o)`,
   // if set, is called whenever every gradient at flat offsets >= o is final, with decreasing
   // o: after the head, after each weight group of each layer (ln2, ff2, ff1, ln1, o, qkv), and
   // with 0 after the embeddings, so communication can start early.

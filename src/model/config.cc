@@ -196,10 +196,6 @@ void parse_labels(const json& j, const std::string& source, ModelConfig& c) {
   c.id2label = std::move(names);
 
   c.problem_type = r.has("problem_type") ? json_string(j, "problem_type", source) : "";
-  if (c.problem_type == "multi_label_classification") {
-    throw_error(source, ": key 'problem_type' multi_label_classification is not supported ",
-                "(bertfit trains regression and single-label classification)");
-  }
   if (c.problem_type == "regression" && c.num_labels != 1) {
     throw_error(source, ": key 'problem_type' regression needs exactly 1 label, found ",
                 c.num_labels, " (multi-output regression is not supported)");
@@ -209,9 +205,11 @@ void parse_labels(const json& j, const std::string& source, ModelConfig& c) {
                 "labels, found ", c.num_labels);
   }
   if (!c.problem_type.empty() && c.problem_type != "regression" &&
-      c.problem_type != "single_label_classification") {
+      c.problem_type != "single_label_classification" &&
+      c.problem_type != "multi_label_classification") {
     throw_error(source, ": key 'problem_type' value '", c.problem_type,
-                "' is not one of regression, single_label_classification");
+                "' is not one of regression, single_label_classification, "
+                "multi_label_classification");
   }
 }
 

@@ -13,6 +13,10 @@ namespace bertfit {
 
 enum class Arch { kDistilBert, kBert };
 enum class Activation { kGelu, kGeluNew, kRelu };
+// What the head's outputs mean, as transformers decides it (problem_type, else num_labels):
+// regression (one output, MSE), single-label (softmax, cross-entropy), multi-label (a sigmoid
+// per label, binary cross-entropy against multi-hot rows).
+enum class ProblemType { kRegression, kSingleLabel, kMultiLabel };
 
 const char* arch_name(Arch a);              // "distilbert" / "bert"
 const char* activation_name(Activation a);  // "gelu" / "gelu_new" / "relu"
@@ -33,12 +37,19 @@ struct ModelConfig {
   double classifier_dropout = 0.2;            // seq_classif_dropout / classifier_dropout ?? hidden
   int num_labels = 2;                         // len(id2label) or num_labels
   std::vector<std::string> id2label;          // size num_labels; default LABEL_i
-  std::string problem_type;                   // "", "regression", "single_label_classification"
+  std::string problem_type;                   // "", "regression", "single_label_classification",
+                                              // "multi_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
 
   int head_dim() const { return hidden / heads; }
-  bool is_regression() const { return num_labels == 1 || problem_type == "regression"; }
+  ProblemType problem() const {
+    if (problem_type == "multi_label_classification") return ProblemType::kMultiLabel;
+    if (problem_type == "regression" || (problem_type.empty() && num_labels == 1))
+      return ProblemType::kRegression;
+    return ProblemType::kSingleLabel;
+  }
+  bool is_regression() const { return problem() == ProblemType::kRegression; }
 
   // HF defaults (distilbert-base-uncased / bert-base-uncased sizes).
   static ModelConfig defaults(Arch arch);
@@ -50,8 +61,8 @@ Arch parse_arch(const std::string& name);  // "distilbert" / "bert"; Error other
 
 // Parses config.json text. `source` names the file in error messages. Throws Error for an
 // unknown model_type, a missing or ill-typed field, or an unsupported value (e.g. activation
-// "silu", sinusoidal_pos_embds true, position_embedding_type other than "absolute",
-// problem_type multi_label_classification, hidden not divisible by heads).
+// "silu", sinusoidal_pos_embds true, position_embedding_type other than "absolute", an unknown
+// problem_type, regression with more than one label, hidden not divisible by heads).
 // Required keys: model_type, vocab_size and the four sizes (dim/hidden_size, n_layers/
 // num_hidden_layers, n_heads/num_attention_heads, hidden_dim/intermediate_size); every other
 // key falls back to the HF default. Labels: id2label (keys "0".."K-1"), else num_labels, else

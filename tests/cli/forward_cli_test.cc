@@ -1,0 +1,137 @@
+// `bertfit forward` through the binary against reference numbers: the golden files of Hugging
+// Face transformers (../shared/golden) in eval mode with --grads (this path once crashed: the
+// eval forward kept no backward state), and the PyTorch peer's logits, loss and every gradient
+// for the three problem types (fixtures in tests/cli/fixtures, made by make_peer_fixtures.sh).
+//
+// Tolerances as tests/golden/golden_test.cc argues them: fp32 computations of one formula in
+// different orders over reductions of at most a few hundred terms give relative errors of a few
+// 1e-6; 1e-4 relative L2 per tensor is far above that and far below any wrong formula.
+// Gradients are compared against max(‖ref‖, 1e-3 · the largest gradient norm), since the key
+// biases' true gradient is exactly zero and their reference values are rounding noise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "io/safetensors.h"
+
+namespace bertfit::testing {
+namespace {
+
+double l2(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double{x} * x;
+  return std::sqrt(s);
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& want, double floor = 0) {
+  EXPECT_EQ(got.size(), want.size());
+  double d = 0;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i)
+    d += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+  return std::sqrt(d) / std::max(l2(want), floor);
+}
+
+std::vector<float> flat(const nlohmann::json& j) {
+  std::vector<float> out;
+  if (j.is_array()) {
+    for (const auto& x : j) {
+      auto part = flat(x);
+      out.insert(out.end(), part.begin(), part.end());
+    }
+  } else {
+    out.push_back(j.get<float>());
+  }
+  return out;
+}
+
+std::vector<float> read(const SafetensorsFile& f, const std::string& name) {
+  const TensorInfo* t = f.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  std::vector<float> v(t->shape.numel());
+  f.read_f32(*t, v.data());
+  return v;
+}
+
+// Runs forward --grads (eval mode unless train_mode) and returns its JSON and gradients.
+struct ForwardRun {
+  nlohmann::json out;
+  std::vector<std::pair<std::string, std::vector<float>>> grads;
+};
+ForwardRun run_forward(const std::string& model, const std::string& batch, bool train_mode) {
+  TempDir tmp;
+  RunResult r = run_bertfit("forward --model " + model + " --batch " + batch + " --grads " +
+                            (tmp / "g.safetensors") + (train_mode ? " --train-mode" : ""));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ForwardRun run;
+  if (r.exit_code != 0) return run;
+  run.out = nlohmann::json::parse(r.out);
+  SafetensorsFile f = SafetensorsFile::open(tmp / "g.safetensors");
+  for (const TensorInfo& t : f.tensors()) run.grads.emplace_back(t.name, read(f, t.name));
+  return run;
+}
+
+double largest_norm(const std::vector<std::pair<std::string, std::vector<float>>>& grads) {
+  double largest = 0;
+  for (const auto& [name, g] : grads) largest = std::max(largest, l2(g));
+  return largest;
+}
+
+class ForwardGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForwardGolden, EvalModeGradientsMatchTransformers) {
+  const std::string dir = shared_dir() + "/golden/" + GetParam();
+  ForwardRun run = run_forward(dir + "/model", dir + "/batch.json", /*train_mode=*/false);
+  ASSERT_FALSE(run.grads.empty());
+  SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  EXPECT_LT(rel_err(flat(run.out["logits"]), read(golden, "eval.logits")), 1e-4);
+  const float want_loss = read(golden, "train.loss")[0];  // dropout 0: the eval-mode loss
+  EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
+  std::vector<std::pair<std::string, std::vector<float>>> want;
+  for (const auto& [name, g] : run.grads) want.emplace_back(name, read(golden, "grad." + name));
+  const double floor = 1e-3 * largest_norm(want);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_LT(rel_err(run.grads[i].second, want[i].second, floor), 1e-4) << want[i].first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ForwardGolden, ::testing::Values("distilbert-tiny", "bert-tiny"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// Fixtures made by the PyTorch peer (torch_peer.py forward, transformers' loss for each
+// problem type) on small models with awkward sizes.
+class ForwardPeer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForwardPeer, LogitsLossAndEveryGradientMatchThePeer) {
+  const std::string dir = std::string(BERTFIT_SOURCE_DIR) + "/tests/cli/fixtures/" + GetParam();
+  const nlohmann::json want = nlohmann::json::parse(read_text(dir + "/peer.json"));
+  for (bool train_mode : {false, true}) {  // the fixtures' dropout is 0: both modes agree
+    ForwardRun run = run_forward(dir + "/model", dir + "/batch.json", train_mode);
+    ASSERT_FALSE(run.grads.empty());
+    EXPECT_LT(rel_err(flat(run.out["logits"]), flat(want["logits"])), 1e-4);
+    const double want_loss = want["loss"].get<double>();
+    EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
+    std::vector<std::pair<std::string, std::vector<float>>> ref;
+    for (const auto& [name, g] : run.grads) {
+      ASSERT_TRUE(want["grads"].contains(name)) << name;
+      ref.emplace_back(name, flat(want["grads"][name]));
+    }
+    const double floor = 1e-3 * largest_norm(ref);
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      EXPECT_LT(rel_err(run.grads[i].second, ref[i].second, floor), 1e-4) << ref[i].first;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ProblemTypes, ForwardPeer,
+                         ::testing::Values("regression", "single_label", "multi_label"));
+
+}  // namespace
+}  // namespace bertfit::testing
