@@ -31,18 +31,16 @@ void run(const EvalOptions& o) {
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
   InferenceModel m = load_for_inference(o.model);
   const ModelState& state = m.state;
-  TaskInfo task = !o.data.task.empty()
-                      ? glue_task_info(o.data.task)
-                      : custom_task_info(state.config.is_regression(), state.config.id2label);
-  const int needed = task.regression ? 1 : static_cast<int>(task.label_names.size());
-  if (state.config.num_labels != needed) {
-    throw_error(o.model.model_dir, ": the model has num_labels = ", state.config.num_labels,
-                " but the task needs ", needed);
-  }
+  // A GLUE task's labels come from the task table; custom data is read as the model was
+  // fine-tuned (its problem type and label names).
+  TaskInfo task =
+      !o.data.task.empty() ? glue_task_info(o.data.task) : model_task_info(state.config);
+  check_model_fits_task(state.config, task, o.model.model_dir);
   LoadedExamples examples = load_eval_examples(o.data, o.split, task);
   auto encoded = encode_examples(m.tokenizer, examples.examples, o.model.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
-  EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.batch_size, 8);
+  EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.batch_size, 8,
+                          progress_reporter("eval"));
   nlohmann::json j{{"task", task.name},
                    {"split", o.data.task.empty() ? "dev" : o.split},
                    {"examples", r.examples},

@@ -1,4 +1,8 @@
-// `bertfit predict`: labels and probabilities (or regression scores) for every row of a file.
+// `bertfit predict`: one JSON line per data row of a TSV/CSV/JSONL file, in file order, with
+// the row's 0-based index ("row", and "id" from --id-column): the label and the class
+// probabilities (single-label), the probability of every label and those over --threshold
+// (multi-label), or the score (regression). A row skipped with --skip-malformed gets a line
+// that says why, so output lines and input rows always correspond.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -10,12 +14,10 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/log.h"
-#include "base/parallel.h"
 #include "data/batch.h"
 #include "data/custom.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
-#include "train/dataset.h"
 #include "train/evaluate.h"
 
 namespace bertfit::cli {
@@ -23,35 +25,31 @@ namespace {
 
 struct PredictOptions {
   InferenceOptions model;
-  std::string input, output, text_a, text_b;
+  std::string input, output, text_a, text_b, id_column;
   bool no_header = false, skip_malformed = false;
+  double threshold = 0.5;
 };
 
-void run(const PredictOptions& o) {
-  InferenceModel m = load_for_inference(o.model);
-  const ModelState& state = m.state;
-  ColumnSpec columns;
-  columns.text_a = o.text_a;
-  if (!o.text_b.empty()) columns.text_b = o.text_b;
-  CustomFileOptions file_options;
-  file_options.table.header = !o.no_header;
-  file_options.table.skip_malformed = o.skip_malformed;
-  LoadedExamples loaded = load_custom_file(o.input, columns, file_options);
-  if (loaded.skipped_rows > 0)
-    log_warn(o.input, ": skipped ", loaded.skipped_rows, " malformed rows");
-  auto encoded = encode_examples(m.tokenizer, loaded.examples, o.model.max_seq_len);
-  BertModel model(state.config, state.layout, m.precision);
-  const int K = state.config.num_labels;
-  std::vector<float> logits =
-      predict_logits(model, state.params.data(), encoded, o.model.batch_size, 8);
-
-  std::string out;
-  for (std::size_t i = 0; i < encoded.size(); ++i) {
-    const float* row = logits.data() + i * K;
-    nlohmann::json j;
-    if (state.config.is_regression()) {
+// The prediction of one row from its logits (K), as the model's problem type reads them.
+nlohmann::json prediction(const ModelConfig& c, const float* row, double threshold) {
+  const int K = c.num_labels;
+  nlohmann::json j;
+  switch (c.problem()) {
+    case ProblemType::kRegression:
       j["score"] = row[0];
-    } else {
+      break;
+    case ProblemType::kMultiLabel: {
+      nlohmann::json labels = nlohmann::json::array(), probs = nlohmann::json::object();
+      for (int k = 0; k < K; ++k) {
+        const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(row[k])));
+        probs[c.id2label.at(k)] = p;
+        if (p > threshold) labels.push_back(c.id2label.at(k));
+      }
+      j["labels"] = labels;
+      j["probabilities"] = probs;
+      break;
+    }
+    case ProblemType::kSingleLabel: {
       double mx = row[0];
       for (int k = 1; k < K; ++k) mx = std::max<double>(mx, row[k]);
       std::vector<double> p(K);
@@ -63,11 +61,63 @@ void run(const PredictOptions& o) {
         if (p[k] > p[best]) best = k;
       }
       j["label"] = best;
-      j["label_name"] = state.config.id2label.at(best);
+      j["label_name"] = c.id2label.at(best);
       j["probabilities"] = p;
+      break;
     }
+  }
+  return j;
+}
+
+void run(const PredictOptions& o) {
+  if (!(o.threshold >= 0 && o.threshold <= 1)) {
+    throw_error("--threshold must be in [0, 1], got ", o.threshold);
+  }
+  InferenceModel m = load_for_inference(o.model);
+  const ModelState& state = m.state;
+  std::vector<std::string> specs = {o.text_a};
+  if (!o.text_b.empty()) specs.push_back(o.text_b);
+  if (!o.id_column.empty()) specs.push_back(o.id_column);
+  TableOptions table_options;
+  table_options.header = !o.no_header;
+  table_options.skip_malformed = o.skip_malformed;
+  ColumnTable table = read_columns(o.input, specs, table_options);
+  warn_if_index_columns_with_header(table);
+  std::vector<Example> examples(table.rows.size());
+  for (std::size_t i = 0; i < table.rows.size(); ++i) {
+    examples[i].text_a = table.rows[i][0];
+    if (!o.text_b.empty()) examples[i].text_b = table.rows[i][1];
+    examples[i].line = table.lines[i];
+  }
+  if (table.skipped_rows > 0)
+    log_warn(o.input, ": skipped ", table.skipped_rows, " malformed rows");
+  auto encoded = encode_examples(m.tokenizer, examples, o.model.max_seq_len);
+  BertModel model(state.config, state.layout, m.precision);
+  const int K = state.config.num_labels;
+  std::vector<float> logits =
+      encoded.empty() ? std::vector<float>{}
+                      : predict_logits(model, state.params.data(), encoded, o.model.batch_size, 8,
+                                       nullptr, progress_reporter("predict"));
+
+  // Merge predicted and skipped rows back into file order.
+  std::string out;
+  std::size_t next_skipped = 0;
+  auto emit_skipped_before = [&](std::int64_t row) {
+    for (; next_skipped < table.skipped.size() && table.skipped[next_skipped].row < row;
+         ++next_skipped) {
+      const SkippedRow& s = table.skipped[next_skipped];
+      nlohmann::json j{{"row", s.row}, {"line", s.line}, {"skipped", s.reason}};
+      out += j.dump() + "\n";
+    }
+  };
+  for (std::size_t i = 0; i < encoded.size(); ++i) {
+    emit_skipped_before(table.row_numbers[i]);
+    nlohmann::json j{{"row", table.row_numbers[i]}};
+    if (!o.id_column.empty()) j["id"] = table.rows[i].back();
+    j.update(prediction(state.config, logits.data() + i * K, o.threshold));
     out += j.dump() + "\n";
   }
+  emit_skipped_before(INT64_MAX);
   if (o.output.empty()) {
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
@@ -79,16 +129,24 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* cmd = app.add_subcommand(
       "predict",
-      "Predict every row of a TSV/CSV/JSONL file; writes JSON lines with the label "
-      "id, label name and probabilities (or the score for regression).");
+      "Predict every row of a TSV/CSV/JSONL file: one JSON line per data row, in order, with its "
+      "index (\"row\"): label id, label name and probabilities (single-label), every label's "
+      "probability and the labels over --threshold (multi-label), or the score (regression).");
   add_inference_options(*cmd, o->model);
   cmd->add_option("--input", o->input, "Input file (.tsv, .csv or .jsonl)")->required();
   cmd->add_option("--text-a-column", o->text_a, "First text column (index or header name)")
       ->required();
   cmd->add_option("--text-b-column", o->text_b, "Second text column, for sentence pairs");
+  cmd->add_option("--id-column", o->id_column, "Column copied to each output line as \"id\"");
   cmd->add_option("--output", o->output, "Write predictions here (default: stdout)");
-  cmd->add_flag("--no-header", o->no_header, "The first line is data, not a header");
-  cmd->add_flag("--skip-malformed", o->skip_malformed, "Skip rows with missing columns");
+  cmd->add_flag("--no-header", o->no_header,
+                "The first line is data, not a header (TSV/CSV; default: a header line)");
+  cmd->add_flag("--skip-malformed", o->skip_malformed,
+                "Print a line {\"row\", \"line\", \"skipped\": why} for a malformed row instead "
+                "of failing");
+  cmd->add_option("--threshold", o->threshold,
+                  "Multi-label: a label applies when its probability exceeds this")
+      ->capture_default_str();
   cmd->callback([o] { run(*o); });
 }
 

@@ -73,6 +73,7 @@ void run_tokenize(const TokenizeOptions& o) {
   table_options.header = !o.no_header;
   table_options.skip_malformed = o.skip_malformed;
   ColumnTable table = read_columns(o.input, columns, table_options);
+  warn_if_index_columns_with_header(table);
   require_rows(table);
   if (table.skipped_rows > 0) {
     log_warn("tokenize: skipped ", table.skipped_rows, " malformed row(s) of ", o.input);

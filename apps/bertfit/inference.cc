@@ -1,8 +1,12 @@
 // Shared set-up of the inference commands (eval, predict).
 #include "apps/bertfit/inference.h"
 
+#include <memory>
+
 #include "base/error.h"
+#include "base/log.h"
 #include "base/parallel.h"
+#include "base/timer.h"
 #include "train/dataset.h"
 
 namespace bertfit::cli {
@@ -28,6 +32,18 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
                 m.state.config.max_positions);
   }
   return m;
+}
+
+std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what) {
+  auto timer = std::make_shared<Timer>();
+  auto last = std::make_shared<double>(0.0);
+  return [what, timer, last](std::int64_t done, std::int64_t total) {
+    const double now = timer->seconds();
+    if (done < total && now - *last < 2.0) return;
+    if (done == total && *last == 0.0) return;  // short runs stay quiet
+    *last = now;
+    log_info(what, ": ", done, "/", total, " rows (", static_cast<int>(now), " s)");
+  };
 }
 
 }  // namespace bertfit::cli

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "model/bert.h"
@@ -31,5 +33,9 @@ struct InferenceModel {
 
 // Sets the thread count, loads the folder and its tokenizer, and validates the options.
 InferenceModel load_for_inference(const InferenceOptions& o);
+
+// Progress of a long inference run on stderr ("what: done/total rows"), at most every 2 s and
+// only for runs of more than one batch.
+std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what);
 
 }  // namespace bertfit::cli

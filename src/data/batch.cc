@@ -44,7 +44,16 @@ Batch make_batch(const std::vector<EncodedExample>& encoded, std::span<const std
     std::copy(ex.ids.begin(), ex.ids.end(), batch.input_ids.begin() + row);
     std::copy(ex.type_ids.begin(), ex.type_ids.end(), batch.token_type_ids.begin() + row);
     std::fill_n(batch.attention_mask.begin() + row, ex.ids.size(), 1);
-    batch.labels.push_back(ex.label);
+    if (options.multi_label_classes > 0) {
+      const int K = options.multi_label_classes;
+      batch.labels.resize(static_cast<std::size_t>(b + 1) * K, 0.0f);
+      for (std::int32_t id : ex.label_ids) {
+        CHECK(id >= 0 && id < K, "label id ", id, " outside [0, ", K, ")");
+        batch.labels[static_cast<std::size_t>(b) * K + id] = 1.0f;
+      }
+    } else {
+      batch.labels.push_back(ex.label);
+    }
   }
   return batch;
 }

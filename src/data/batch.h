@@ -16,6 +16,7 @@ struct EncodedExample {
   std::vector<std::int32_t> ids;       // [CLS] a [SEP] (b [SEP]), at most max_len
   std::vector<std::int32_t> type_ids;  // 0 for a, 1 for b
   float label = 0.0f;
+  std::vector<std::int32_t> label_ids;  // multi-label: the class ids present
 };
 
 // Encodes every example with tokenizer.encode(text_a, text_b, max_len) (truncation
@@ -28,8 +29,8 @@ struct Batch {
   std::vector<std::int32_t> input_ids;       // (B,T)
   std::vector<std::int32_t> token_type_ids;  // (B,T)
   std::vector<std::int32_t> attention_mask;  // (B,T): 1 for tokens, 0 for padding
-  std::vector<float> labels;                 // (B)
-  std::vector<std::int64_t> example_index;   // (B): the index into `encoded` of each row
+  std::vector<float> labels;  // (B), or multi-label (B,K) multi-hot rows (BatchOptions)
+  std::vector<std::int64_t> example_index;  // (B): the index into `encoded` of each row
 };
 
 struct BatchOptions {
@@ -41,6 +42,8 @@ struct BatchOptions {
   // > 0: dynamic padding rounds up to at most this length (the model's max positions).
   int max_len = 0;
   std::int32_t pad_id = 0;
+  // > 0: multi-label with this many classes: labels are (B,K) rows of 0/1 from label_ids.
+  int multi_label_classes = 0;
 };
 
 // Packs encoded[indices[0..B)] into one batch (indices non-empty).

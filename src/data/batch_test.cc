@@ -8,9 +8,17 @@ namespace bertfit {
 namespace {
 
 std::vector<EncodedExample> three_examples() {
-  return {{{101, 7, 102}, {0, 0, 0}, 1.0f},
-          {{101, 8, 9, 10, 102, 11, 102}, {0, 0, 0, 0, 0, 1, 1}, 0.0f},
-          {{101, 102}, {0, 0}, 2.5f}};
+  return {{{101, 7, 102}, {0, 0, 0}, 1.0f, {0, 2}},
+          {{101, 8, 9, 10, 102, 11, 102}, {0, 0, 0, 0, 0, 1, 1}, 0.0f, {}},
+          {{101, 102}, {0, 0}, 2.5f, {1}}};
+}
+
+TEST(Batch, MultiLabelRowsAreMultiHot) {
+  BatchOptions options;
+  options.multi_label_classes = 3;
+  const std::vector<std::int64_t> order = {2, 0, 1};
+  Batch b = make_batch(three_examples(), order, options);
+  EXPECT_EQ(b.labels, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 0, 0}));
 }
 
 TEST(Batch, DynamicPaddingRoundsUp) {

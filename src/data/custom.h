@@ -20,16 +20,26 @@ struct ColumnSpec {
 };
 
 struct CustomFileOptions {
-  TableOptions table;       // format (default from extension), header, skip_malformed
-  bool regression = false;  // the label column holds numbers
+  TableOptions table;  // format (default from extension), header, skip_malformed
+  // What the label column holds; unset: inferred from the file (infer_label_kind).
+  std::optional<LabelKind> label_kind;
   // Classification label list in class-id order (e.g. the train file's label_names); a label
   // outside it is an error naming FILE:LINE. Unset: collected from this file.
   std::optional<std::vector<std::string>> label_names;
+  bool integer_ids = false;  // see LabelScheme::integer_ids
 };
 
 // Errors as read_columns, plus: no data rows, unknown labels, non-numeric regression labels,
-// fewer than two classes when collecting the label list of a classification file.
+// fewer than two classes when collecting the label list of a single-label file.
 LoadedExamples load_custom_file(const std::string& path, const ColumnSpec& columns,
                                 const CustomFileOptions& options = {});
+
+// The two halves of load_custom_file, for callers that look at the labels before choosing
+// how to read them: the file's (text_a, [text_b], [label]) columns, at least one data row...
+ColumnTable read_custom_table(const std::string& path, const ColumnSpec& columns,
+                              const TableOptions& options);
+// ...and its examples.
+LoadedExamples examples_from_table(const ColumnTable& table, const ColumnSpec& columns,
+                                   const CustomFileOptions& options);
 
 }  // namespace bertfit

@@ -80,7 +80,7 @@ TEST_F(CustomFile, JsonlRegressionAndUnlabeled) {
             "{\"s1\": \"a\", \"s2\": \"b\", \"y\": 0.5}\n{\"s1\": \"c\", \"s2\": \"d\", "
             "\"y\": \"4\"}\n");
   CustomFileOptions reg;
-  reg.regression = true;
+  reg.label_kind = LabelKind::kNumber;
   LoadedExamples loaded = load_custom_file(path, {"s1", "s2", "y"}, reg);
   EXPECT_EQ(labels_of(loaded), (std::vector<float>{0.5f, 4.0f}));
   EXPECT_TRUE(loaded.label_names.empty());
@@ -121,7 +121,7 @@ TEST_F(CustomFile, Errors) {
                       "; available columns: 'text', 'label'"),
             std::string::npos);
   CustomFileOptions reg;
-  reg.regression = true;
+  reg.label_kind = LabelKind::kNumber;
   EXPECT_NE(error_of([&] {
               load_custom_file(one, {"text", std::nullopt, "label"}, reg);
             }).find("one.tsv:2: regression label 'x'"),

@@ -30,6 +30,7 @@ std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
         out[i].ids = std::move(enc.input_ids);
         out[i].type_ids = std::move(enc.token_type_ids);
         out[i].label = ex.label;
+        out[i].label_ids = ex.label_ids;
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);
         if (failed_index < 0 || i < failed_index) {

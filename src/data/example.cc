@@ -31,7 +31,59 @@ std::string allowed_list(const std::vector<std::string>& names) {
   return out;
 }
 
+// The class id of one label string under `scheme`, or -1.
+int class_id(const LabelScheme& scheme, const std::string& raw) {
+  auto it = std::find(scheme.names.begin(), scheme.names.end(), raw);
+  if (it != scheme.names.end()) return static_cast<int>(it - scheme.names.begin());
+  if (scheme.integer_ids) {
+    std::optional<long long> id = parse_integer(raw);
+    if (id && *id >= 0 && *id < static_cast<long long>(scheme.names.size()))
+      return static_cast<int>(*id);
+  }
+  return -1;
+}
+
 }  // namespace
+
+const char* label_kind_name(LabelKind kind) {
+  switch (kind) {
+    case LabelKind::kClass:
+      return "class";
+    case LabelKind::kNumber:
+      return "number";
+    case LabelKind::kClassList:
+      return "list of classes";
+  }
+  return "?";
+}
+
+std::vector<std::string> split_label_list(std::string_view cell) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= cell.size()) {
+    std::size_t comma = cell.find(',', pos);
+    if (comma == std::string_view::npos) comma = cell.size();
+    std::string_view item = trim_spaces(cell.substr(pos, comma - pos));
+    if (!item.empty()) out.emplace_back(item);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+LabelKind infer_label_kind(const ColumnTable& table, std::size_t column) {
+  CHECK(column < table.columns.size(), "label column ", column, " out of range");
+  if (column < table.list_column.size() && table.list_column[column]) return LabelKind::kClassList;
+  bool all_numbers = !table.rows.empty(), some_fraction = false;
+  for (const auto& row : table.rows) {
+    std::optional<float> value = parse_float_label(row[column]);
+    if (!value) {
+      all_numbers = false;
+      break;
+    }
+    some_fraction = some_fraction || !parse_integer(trim_spaces(row[column])).has_value();
+  }
+  return all_numbers && some_fraction ? LabelKind::kNumber : LabelKind::kClass;
+}
 
 std::optional<float> parse_float_label(std::string_view text) {
   text = trim_spaces(text);
@@ -48,7 +100,8 @@ std::vector<Example> examples_from_columns(const ColumnTable& table, bool has_te
   const std::size_t expected = 1 + (has_text_b ? 1 : 0) + (has_label ? 1 : 0);
   CHECK(table.columns.size() == expected, "table has ", table.columns.size(), " columns, expected ",
         expected);
-  CHECK(!has_label || scheme.regression || !scheme.names.empty(), "empty label list");
+  CHECK(!has_label || scheme.kind == LabelKind::kNumber || !scheme.names.empty(),
+        "empty label list");
   const std::size_t label_col = expected - 1;
   std::vector<Example> out;
   out.reserve(table.rows.size());
@@ -60,21 +113,35 @@ std::vector<Example> examples_from_columns(const ColumnTable& table, bool has_te
     if (has_text_b) ex.text_b = row[1];
     if (has_label) {
       const std::string& raw = row[label_col];
-      if (scheme.regression) {
+      const std::string where = cat(table.path, ":", ex.line, ": ");
+      if (scheme.kind == LabelKind::kNumber) {
         std::optional<float> value = parse_float_label(raw);
         if (!value) {
-          throw_error(table.path, ":", ex.line, ": regression label '", raw, "' in column '",
-                      table.columns[label_col], "' is not a finite number");
+          throw_error(where, "regression label '", raw, "' in column '", table.columns[label_col],
+                      "' is not a finite number");
         }
         ex.label = *value;
-      } else {
-        auto it = std::find(scheme.names.begin(), scheme.names.end(), raw);
-        if (it == scheme.names.end()) {
-          throw_error(table.path, ":", ex.line, ": label '", raw, "' in column '",
-                      table.columns[label_col], "' is not one of the allowed labels ",
-                      allowed_list(scheme.names));
+      } else if (scheme.kind == LabelKind::kClassList) {
+        for (const std::string& item : split_label_list(raw)) {
+          const int id = class_id(scheme, item);
+          if (id < 0) {
+            throw_error(where, "label '", item, "' in column '", table.columns[label_col],
+                        "' is not one of the model's labels ", allowed_list(scheme.names));
+          }
+          ex.label_ids.push_back(id);
         }
-        ex.label = static_cast<float>(it - scheme.names.begin());
+        std::sort(ex.label_ids.begin(), ex.label_ids.end());
+        ex.label_ids.erase(std::unique(ex.label_ids.begin(), ex.label_ids.end()),
+                           ex.label_ids.end());
+      } else {
+        const int id = class_id(scheme, raw);
+        if (id < 0) {
+          throw_error(where, "label '", raw, "' in column '", table.columns[label_col],
+                      "' is not one of the allowed labels ", allowed_list(scheme.names),
+                      scheme.integer_ids ? cat(" (or a class id 0..", scheme.names.size() - 1, ")")
+                                         : std::string());
+        }
+        ex.label = static_cast<float>(id);
       }
       ex.has_label = true;
     }
@@ -83,10 +150,17 @@ std::vector<Example> examples_from_columns(const ColumnTable& table, bool has_te
   return out;
 }
 
-std::vector<std::string> collect_label_names(const ColumnTable& table, std::size_t column) {
+std::vector<std::string> collect_label_names(const ColumnTable& table, std::size_t column,
+                                             LabelKind kind) {
   CHECK(column < table.columns.size(), "label column ", column, " out of range");
   std::set<std::string> distinct;
-  for (const auto& row : table.rows) distinct.insert(row[column]);
+  for (const auto& row : table.rows) {
+    if (kind == LabelKind::kClassList) {
+      for (std::string& item : split_label_list(row[column])) distinct.insert(std::move(item));
+    } else {
+      distinct.insert(row[column]);
+    }
+  }
   std::vector<std::string> names(distinct.begin(), distinct.end());  // bytewise order
   bool all_integers = std::all_of(names.begin(), names.end(), [](const std::string& s) {
     return parse_integer(s).has_value();

@@ -180,7 +180,7 @@ LoadedExamples load_glue_split(const GlueTask& task, const std::string& dir, std
   table_options.skip_malformed = options.skip_malformed || task.skips_malformed;
   ColumnTable table = read_columns(path, columns, table_options);
   require_rows(table);
-  LabelScheme scheme{task.is_regression, task.labels};
+  LabelScheme scheme{task.is_regression ? LabelKind::kNumber : LabelKind::kClass, task.labels};
   LoadedExamples out;
   out.path = path;
   out.examples = examples_from_columns(table, !spec.text_b.empty(), !spec.label.empty(), scheme);

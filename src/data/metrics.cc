@@ -156,4 +156,64 @@ std::vector<std::pair<std::string, double>> compute_task_metrics(
   return out;
 }
 
+namespace {
+
+struct Counts {
+  double tp = 0, fp = 0, fn = 0;
+  double f1() const { return tp == 0 ? 0.0 : 2 * tp / (2 * tp + fp + fn); }
+};
+
+Counts count_label(std::span<const float> p, std::span<const float> y, int K, int k) {
+  Counts c;
+  for (std::size_t i = static_cast<std::size_t>(k); i < p.size();
+       i += static_cast<std::size_t>(K)) {
+    const bool pred = p[i] > 0.5f, truth = y[i] > 0.5f;
+    c.tp += pred && truth;
+    c.fp += pred && !truth;
+    c.fn += !pred && truth;
+  }
+  return c;
+}
+
+}  // namespace
+
+double f1_micro(std::span<const float> p, std::span<const float> y, int K) {
+  CHECK(p.size() == y.size() && K > 0 && p.size() % K == 0, "shapes differ");
+  if (p.empty()) return std::nan("");
+  Counts total;
+  for (int k = 0; k < K; ++k) {
+    Counts c = count_label(p, y, K, k);
+    total.tp += c.tp, total.fp += c.fp, total.fn += c.fn;
+  }
+  return total.f1();
+}
+
+double f1_macro(std::span<const float> p, std::span<const float> y, int K) {
+  CHECK(p.size() == y.size() && K > 0 && p.size() % K == 0, "shapes differ");
+  if (p.empty()) return std::nan("");
+  double sum = 0;
+  for (int k = 0; k < K; ++k) sum += count_label(p, y, K, k).f1();
+  return sum / K;
+}
+
+double subset_accuracy(std::span<const float> p, std::span<const float> y, int K) {
+  CHECK(p.size() == y.size() && K > 0 && p.size() % K == 0, "shapes differ");
+  if (p.empty()) return std::nan("");
+  const std::size_t n = p.size() / K;
+  double exact = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    bool all = true;
+    for (int k = 0; k < K; ++k) all = all && ((p[i * K + k] > 0.5f) == (y[i * K + k] > 0.5f));
+    exact += all;
+  }
+  return exact / static_cast<double>(n);
+}
+
+std::vector<std::pair<std::string, double>> multi_label_metrics(std::span<const float> p,
+                                                                std::span<const float> y, int K) {
+  return {{"f1_micro", f1_micro(p, y, K)},
+          {"f1_macro", f1_macro(p, y, K)},
+          {"subset_accuracy", subset_accuracy(p, y, K)}};
+}
+
 }  // namespace bertfit

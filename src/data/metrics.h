@@ -27,6 +27,17 @@ double spearman(std::span<const float> x, std::span<const float> y);
 // 1-based ranks with ties averaged (scipy.stats.rankdata method="average").
 std::vector<double> average_ranks(std::span<const float> values);
 
+// Multi-label: predictions and labels are (n,K) rows of 0/1, row-major. As scikit-learn's
+// f1_score(average="micro" / "macro") and accuracy_score on label indicator matrices (subset
+// accuracy: a row counts only when every label matches); a label with no true and no
+// predicted positives has F1 0 in the macro mean (zero_division=0). Empty inputs -> NaN.
+double f1_micro(std::span<const float> predictions, std::span<const float> labels, int K);
+double f1_macro(std::span<const float> predictions, std::span<const float> labels, int K);
+double subset_accuracy(std::span<const float> predictions, std::span<const float> labels, int K);
+std::vector<std::pair<std::string, double>> multi_label_metrics(std::span<const float> predictions,
+                                                                std::span<const float> labels,
+                                                                int K);
+
 // The names compute_task_metrics knows: accuracy, f1, matthews_correlation, pearson, spearmanr.
 bool is_known_metric(const std::string& name);
 

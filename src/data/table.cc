@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "base/log.h"
 
 namespace bertfit {
 namespace {
@@ -149,11 +150,65 @@ std::string quoted_list(const std::vector<std::string>& names) {
   return out.empty() ? "(none)" : out;
 }
 
-// Marks a malformed row: throws "FILE:LINE: message" or counts it.
+// Marks a malformed data row: throws "FILE:LINE: message" or records it as skipped.
 void malformed(ColumnTable& table, const TableOptions& options, std::int64_t line,
                const std::string& message) {
   if (!options.skip_malformed) throw_error(table.path, ":", line, ": ", message);
+  const std::int64_t row =
+      static_cast<std::int64_t>(table.rows.size()) + table.skipped_rows;  // data rows so far
+  table.skipped.push_back({row, line, message});
   ++table.skipped_rows;
+}
+
+void add_row(ColumnTable& table, std::vector<std::string> row, std::int64_t line) {
+  table.row_numbers.push_back(static_cast<std::int64_t>(table.rows.size()) + table.skipped_rows);
+  table.rows.push_back(std::move(row));
+  table.lines.push_back(line);
+}
+
+// Byte offset of the first invalid UTF-8 sequence in s (overlong forms, surrogates and code
+// points above U+10FFFF included), or npos.
+std::size_t invalid_utf8_at(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    std::uint32_t cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0) {
+      extra = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return i;
+    }
+    if (i + extra >= s.size()) return i;  // truncated sequence
+    for (int k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += extra + 1;
+  }
+  return std::string_view::npos;
+}
+
+// The message for a row whose selected fields are not all valid UTF-8, or "".
+std::string utf8_problem(const ColumnTable& table, const std::vector<std::string>& row) {
+  for (std::size_t k = 0; k < row.size(); ++k) {
+    const std::size_t at = invalid_utf8_at(row[k]);
+    if (at != std::string_view::npos) {
+      return cat("column '", table.columns[k], "' is not valid UTF-8 (byte ", at + 1,
+                 " of the field); re-encode the file as UTF-8");
+    }
+  }
+  return "";
 }
 
 // Resolves each spec to a field index (header name or 0-based index).
@@ -199,6 +254,15 @@ void select_delimited(std::string_view content, const TableOptions& options, Tab
       malformed(table, options, rec.line, rec.error);
       continue;
     }
+    if (options.header && rec.fields.size() > table.header.size()) {
+      malformed(
+          table, options, rec.line,
+          cat("row has ", rec.fields.size(), " fields but the header names ", table.header.size(),
+              format == TableFormat::kCsv
+                  ? " (quote fields that hold a comma)"
+                  : " (a TAB inside a field splits it; TSV is split on TAB only)"));
+      continue;
+    }
     std::size_t k = 0;
     while (k < index.size() && index[k] < rec.fields.size()) ++k;
     if (k < index.size()) {
@@ -211,9 +275,34 @@ void select_delimited(std::string_view content, const TableOptions& options, Tab
     std::vector<std::string> row;
     row.reserve(index.size());
     for (std::size_t i : index) row.push_back(std::move(rec.fields[i]));
-    table.rows.push_back(std::move(row));
-    table.lines.push_back(rec.line);
+    if (std::string problem = utf8_problem(table, row); !problem.empty()) {
+      malformed(table, options, rec.line, problem);
+      continue;
+    }
+    add_row(table, std::move(row), rec.line);
   }
+}
+
+// A JSON list of strings or numbers as "a, b, c"; "" with `error` set otherwise.
+std::string join_list(const nlohmann::json& list, std::string& error) {
+  std::string out;
+  for (const auto& item : list) {
+    std::string text;
+    if (item.is_string()) {
+      text = item.get<std::string>();
+    } else if (item.is_number()) {
+      text = item.dump();
+    } else {
+      error = cat("a list item is a JSON ", item.type_name(), "; expected strings or numbers");
+      return "";
+    }
+    if (text.find(',') != std::string::npos) {
+      error = cat("list item '", text, "' holds a comma, which separates list items");
+      return "";
+    }
+    out += cat(out.empty() ? "" : ", ", text);
+  }
+  return out;
 }
 
 std::string json_keys(const nlohmann::json& object) {
@@ -225,6 +314,12 @@ std::string json_keys(const nlohmann::json& object) {
 void select_jsonl(std::string_view content, const TableOptions& options, ColumnTable& table) {
   for_each_line(content, [&](std::int64_t line, std::string_view text) {
     if (text.find_first_not_of(" \t") == std::string_view::npos) return;
+    if (const std::size_t at = invalid_utf8_at(text); at != std::string_view::npos) {
+      return malformed(table, options, line,
+                       cat("not valid UTF-8 (byte ", at + 1,
+                           " of the line); re-encode the file "
+                           "as UTF-8"));
+    }
     nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (object.is_discarded()) return malformed(table, options, line, "invalid JSON");
     if (!object.is_object()) {
@@ -232,7 +327,8 @@ void select_jsonl(std::string_view content, const TableOptions& options, ColumnT
                        cat("expected a JSON object, got ", object.type_name()));
     }
     std::vector<std::string> row;
-    for (const auto& key : table.columns) {
+    for (std::size_t k = 0; k < table.columns.size(); ++k) {
+      const std::string& key = table.columns[k];
       auto it = object.find(key);
       if (it == object.end()) {
         return malformed(table, options, line,
@@ -242,14 +338,18 @@ void select_jsonl(std::string_view content, const TableOptions& options, ColumnT
         row.push_back(it->get<std::string>());
       } else if (it->is_number() || it->is_boolean()) {
         row.push_back(it->dump());
+      } else if (it->is_array()) {
+        std::string error;
+        row.push_back(join_list(*it, error));
+        if (!error.empty()) return malformed(table, options, line, cat("key '", key, "': ", error));
+        table.list_column[k] = true;
       } else {
         return malformed(table, options, line,
                          cat("key '", key, "' holds a JSON ", it->type_name(),
-                             "; expected a string or a number"));
+                             "; expected a string, a number or a list"));
       }
     }
-    table.rows.push_back(std::move(row));
-    table.lines.push_back(line);
+    add_row(table, std::move(row), line);
   });
 }
 
@@ -309,6 +409,7 @@ ColumnTable parse_columns(std::string_view content, const std::string& path,
   table.columns = columns;
   TableFormat format = options.format ? *options.format : table_format_for_path(path);
   content = strip_bom(content);
+  table.list_column.assign(columns.size(), false);
   if (format == TableFormat::kJsonl) {
     select_jsonl(content, options, table);
   } else {
@@ -323,6 +424,15 @@ ColumnTable read_columns(const std::string& path, const std::vector<std::string>
   TableOptions resolved = options;
   resolved.format = format;
   return parse_columns(read_file(path), path, columns, resolved);
+}
+
+void warn_if_index_columns_with_header(const ColumnTable& table) {
+  if (table.header_line == 0) return;
+  for (const auto& spec : table.columns)
+    if (!is_index_column(spec)) return;
+  log_warn(table.path, ":", table.header_line,
+           ": read as a header line, not as data (columns are given by index); pass --no-header "
+           "if it is data");
 }
 
 void require_rows(const ColumnTable& table) {

@@ -8,8 +8,12 @@
 //         commas and newlines. A '"' inside an unquoted field is kept literally (as Python's csv).
 //   JSONL one JSON object per line; a column is a key; string, number and boolean values are
 //         converted to text (numbers as nlohmann::json prints them, e.g. 1, 2.5).
+//         A list of strings or numbers (e.g. multi-label "labels": ["toxic", "insult"]) is
+//         joined with ", " (an item holding a comma is malformed).
 // All formats: a UTF-8 BOM is stripped, CRLF line ends are accepted, a missing final newline is
 // fine and blank lines (anywhere) are skipped. The header flag applies to TSV and CSV only.
+// Malformed rows: a selected field that is not valid UTF-8; with a header, a row with more
+// fields than the header names (a stray delimiter would shift every later column).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +53,13 @@ struct TableRecord {
 // Splits TSV or CSV text (BOM already stripped or not) into records, skipping blank lines.
 std::vector<TableRecord> split_records(std::string_view content, TableFormat format);
 
+// A data row left out with skip_malformed, and why.
+struct SkippedRow {
+  std::int64_t row = 0;   // 0-based index among the file's data rows (as ColumnTable::row_numbers)
+  std::int64_t line = 0;  // 1-based line where it starts
+  std::string reason;
+};
+
 // Rows restricted to the requested columns, in request order: rows[i][k] is column k of row i.
 struct ColumnTable {
   std::string path;
@@ -56,8 +67,13 @@ struct ColumnTable {
   std::vector<std::string> header;   // header names (TSV/CSV with header), else empty
   std::int64_t header_line = 0;      // 1-based line of the header, 0 if none was read
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::int64_t> lines;  // 1-based line where rows[i] starts
-  std::int64_t skipped_rows = 0;    // malformed rows skipped (skip_malformed)
+  std::vector<std::int64_t> lines;        // 1-based line where rows[i] starts
+  std::vector<std::int64_t> row_numbers;  // 0-based index of rows[i] among all data rows,
+                                          // skipped ones included
+  std::int64_t skipped_rows = 0;          // malformed rows skipped (skip_malformed)
+  std::vector<SkippedRow> skipped;        // the same rows, in file order
+  // JSONL: column k held a JSON list on some row (its items are then joined with ", ").
+  std::vector<bool> list_column;
 };
 
 // Reads path and selects columns. Errors (bertfit::Error): missing/unreadable file, unknown
@@ -70,6 +86,10 @@ ColumnTable read_columns(const std::string& path, const std::vector<std::string>
 ColumnTable parse_columns(std::string_view content, const std::string& path,
                           const std::vector<std::string>& columns,
                           const TableOptions& options = {});
+
+// Logs a warning when a TSV/CSV file's first line was taken as a header although every column
+// is given by index (the header then names nothing; the line may be data: --no-header).
+void warn_if_index_columns_with_header(const ColumnTable& table);
 
 // Throws an Error naming the file when it has no data rows, saying whether it was empty, held
 // only a header, or had every row skipped as malformed.

@@ -11,7 +11,8 @@ namespace bertfit {
 
 std::vector<float> predict_logits(const BertModel& model, const float* params,
                                   const std::vector<EncodedExample>& examples, int batch_size,
-                                  int pad_to_multiple_of, Activations* scratch) {
+                                  int pad_to_multiple_of, Activations* scratch,
+                                  const ProgressFn& progress) {
   const int K = model.config().num_labels;
   const std::int64_t n = static_cast<std::int64_t>(examples.size());
   std::vector<std::int64_t> order(n);
@@ -37,6 +38,7 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
                 acts.logits.data() + std::int64_t{b + 1} * K,
                 logits.begin() + batch.example_index[b] * K);
     }
+    if (progress) progress(first + count, n);
   }
   return logits;
 }
@@ -54,14 +56,31 @@ std::vector<float> predictions_from_logits(const std::vector<float>& logits, int
 
 EvalResult score_logits(const std::vector<float>& logits,
                         const std::vector<EncodedExample>& examples, const TaskInfo& task, int K) {
-  std::vector<float> labels(examples.size());
-  for (std::size_t i = 0; i < examples.size(); ++i) labels[i] = examples[i].label;
+  const std::size_t n = examples.size();
   EvalResult r;
-  r.examples = static_cast<std::int64_t>(examples.size());
+  r.examples = static_cast<std::int64_t>(n);
+  if (task.problem == ProblemType::kMultiLabel) {
+    // Binary cross-entropy averaged over n·K (as training); a label is predicted when its
+    // sigmoid exceeds 0.5, i.e. its logit exceeds 0.
+    std::vector<float> truth(n * K, 0.0f), predicted(n * K);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::int32_t id : examples[i].label_ids) truth[i * K + id] = 1.0f;
+    double loss = 0;
+    for (std::size_t j = 0; j < n * K; ++j) {
+      const double z = logits[j];
+      loss += std::fmax(z, 0.0) - z * truth[j] + std::log1p(std::exp(-std::fabs(z)));
+      predicted[j] = z > 0 ? 1.0f : 0.0f;
+    }
+    r.loss = n == 0 ? 0.0 : loss / static_cast<double>(n * K);
+    r.metrics = multi_label_metrics(predicted, truth, K);
+    return r;
+  }
+  std::vector<float> labels(n);
+  for (std::size_t i = 0; i < n; ++i) labels[i] = examples[i].label;
   double loss = 0;
-  for (std::size_t i = 0; i < examples.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const float* row = logits.data() + i * K;
-    if (task.regression) {
+    if (task.regression()) {
       loss += std::pow(double{row[0]} - labels[i], 2);
     } else {
       double mx = *std::max_element(row, row + K), sum = 0;
@@ -69,17 +88,17 @@ EvalResult score_logits(const std::vector<float>& logits,
       loss += mx + std::log(sum) - row[static_cast<int>(labels[i])];
     }
   }
-  r.loss = examples.empty() ? 0.0 : loss / static_cast<double>(examples.size());
-  auto predictions = predictions_from_logits(logits, K, task.regression);
+  r.loss = n == 0 ? 0.0 : loss / static_cast<double>(n);
+  auto predictions = predictions_from_logits(logits, K, task.regression());
   r.metrics = compute_task_metrics(task.metrics, predictions, labels);
   return r;
 }
 
 EvalResult evaluate(const BertModel& model, const float* params,
                     const std::vector<EncodedExample>& examples, const TaskInfo& task,
-                    int batch_size, int pad_to_multiple_of) {
+                    int batch_size, int pad_to_multiple_of, const ProgressFn& progress) {
   std::vector<float> logits =
-      predict_logits(model, params, examples, batch_size, pad_to_multiple_of);
+      predict_logits(model, params, examples, batch_size, pad_to_multiple_of, nullptr, progress);
   return score_logits(logits, examples, task, model.config().num_labels);
 }
 

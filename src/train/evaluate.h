@@ -2,6 +2,7 @@
 // (argmax, or the score for regression), and the task's metrics.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,9 +16,12 @@ namespace bertfit {
 // Logits (n,K) for every encoded example, batch_size at a time. Examples are batched in order
 // of length (less padding); the result is in the original order. `scratch`, if given, is used
 // for the activations (the trainer passes its own: evaluation then needs no memory of its own).
+// `progress(done, total)`, if set, is called after each batch.
+using ProgressFn = std::function<void(std::int64_t done, std::int64_t total)>;
 std::vector<float> predict_logits(const BertModel& model, const float* params,
                                   const std::vector<EncodedExample>& examples, int batch_size,
-                                  int pad_to_multiple_of, Activations* scratch = nullptr);
+                                  int pad_to_multiple_of, Activations* scratch = nullptr,
+                                  const ProgressFn& progress = {});
 
 // Class id (argmax) per row, or the single output for regression.
 std::vector<float> predictions_from_logits(const std::vector<float>& logits, int K,
@@ -35,6 +39,6 @@ EvalResult score_logits(const std::vector<float>& logits,
 
 EvalResult evaluate(const BertModel& model, const float* params,
                     const std::vector<EncodedExample>& examples, const TaskInfo& task,
-                    int batch_size, int pad_to_multiple_of);
+                    int batch_size, int pad_to_multiple_of, const ProgressFn& progress = {});
 
 }  // namespace bertfit

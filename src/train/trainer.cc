@@ -116,17 +116,12 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     throw_error("--max-seq-len ", o.max_seq_len, " exceeds the model's max_position_embeddings (",
                 state.config.max_positions, ") in ", o.model_dir);
   }
-  LoadedExamples train = load_train_examples(d, std::nullopt);
-  TaskInfo task =
-      !d.task.empty() ? glue_task_info(d.task) : custom_task_info(d.regression, train.label_names);
-  const int needed = task.regression ? 1 : static_cast<int>(task.label_names.size());
-  if (state.config.num_labels != needed) {
-    throw_error(o.model_dir, ": the model has num_labels = ", state.config.num_labels, " but ",
-                task.name, " needs ", needed, "; make one with `bertfit init --num-labels ", needed,
-                "` or use a checkpoint trained for this task");
-  }
-  if (!task.regression) state.config.id2label = task.label_names;
-  state.config.problem_type = task.regression ? "regression" : "single_label_classification";
+  TrainData train_data = load_train_data(d, state.config, o.model_dir);
+  const TaskInfo& task = train_data.task;
+  const LoadedExamples& train = train_data.loaded;
+  check_model_fits_task(state.config, task, o.model_dir);
+  if (!task.regression()) state.config.id2label = task.label_names;
+  state.config.problem_type = task.problem_type();
   if (train.skipped_rows > 0) {
     log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
   }
@@ -196,6 +191,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   batch_options.pad_to_multiple_of = o.pad_to_multiple_of;
   if (o.pad_to_max_length) batch_options.fixed_len = o.max_seq_len;
   batch_options.max_len = config.max_positions;
+  if (task.problem == ProblemType::kMultiLabel)
+    batch_options.multi_label_classes = config.num_labels;
   AlignedBuffer<float> grads(state.layout.total());
   Activations acts;
   std::optional<GradReducer> reducer;

@@ -44,11 +44,14 @@ TEST(TokenizeCli, BadInputFailsCleanly) {
   expect_clean_failure(base + (tmp / "short.tsv") + " --text-a-column a --text-b-column b",
                        "short.tsv:3");
   expect_clean_failure(base + (tmp / "short.tsv") + " --text-a-column nope", "nope");
-  // Invalid UTF-8 is not an error: the bad bytes are dropped (as U+FFFD, which cleaning removes).
-  write_text(tmp / "bad.tsv", "text\nab\xff\xfe cd\n\xc3\n");
-  RunResult r = run_bertfit(base + (tmp / "bad.tsv") + " --text-a-column text");
+  // Invalid UTF-8 is an error naming the line (it was silently dropped once), or with
+  // --skip-malformed a skipped row.
+  write_text(tmp / "bad.tsv", "text\nab\xff\xfe cd\nfine\n\xc3\n");
+  expect_clean_failure(base + (tmp / "bad.tsv") + " --text-a-column text", "bad.tsv:2");
+  RunResult r = run_bertfit(base + (tmp / "bad.tsv") + " --text-a-column text --skip-malformed");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+  EXPECT_NE(r.err.find("skipped 2"), std::string::npos) << r.err;
 }
 
 }  // namespace
