@@ -128,5 +128,35 @@ TEST_F(CustomFile, Errors) {
             std::string::npos);
 }
 
+TEST_F(CustomFile, LabelKindsAreInferredAsRunGlueDoes) {
+  // Integers: classes. A fraction anywhere: regression. JSON lists: multi-label.
+  LoadedExamples ints = load_custom_file(write("i.tsv", "t\ty\na\t1\nb\t0\n"), {"t", {}, "y"});
+  EXPECT_EQ(ints.label_kind, LabelKind::kClass);
+  LoadedExamples floats = load_custom_file(write("f.tsv", "t\ty\na\t1\nb\t0.5\n"), {"t", {}, "y"});
+  EXPECT_EQ(floats.label_kind, LabelKind::kNumber);
+  EXPECT_EQ(labels_of(floats), (std::vector<float>{1.0f, 0.5f}));
+  LoadedExamples lists = load_custom_file(
+      write("l.jsonl", "{\"t\": \"a\", \"y\": [\"b\", \"a\"]}\n{\"t\": \"b\", \"y\": []}\n"),
+      {"t", {}, "y"});
+  EXPECT_EQ(lists.label_kind, LabelKind::kClassList);
+  EXPECT_EQ(lists.label_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(lists.examples[0].label_ids, (std::vector<std::int32_t>{0, 1}));
+  EXPECT_TRUE(lists.examples[1].label_ids.empty());
+  // Comma cells when the caller says the column holds lists; unknown names fail with the line.
+  CustomFileOptions multi;
+  multi.label_kind = LabelKind::kClassList;
+  multi.label_names = std::vector<std::string>{"x", "y"};
+  LoadedExamples cells =
+      load_custom_file(write("c.tsv", "t\ty\na\ty, x\nb\t\n"), {"t", {}, "y"}, multi);
+  EXPECT_EQ(cells.examples[0].label_ids, (std::vector<std::int32_t>{0, 1}));
+  std::string msg;
+  try {
+    load_custom_file(write("c2.tsv", "t\ty\na\tx,q\n"), {"t", {}, "y"}, multi);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("c2.tsv:2: label 'q'"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace bertfit

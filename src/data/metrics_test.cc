@@ -91,5 +91,27 @@ TEST(Metrics, TaskMetricsOrderAndCombinedScore) {
   EXPECT_FALSE(is_known_metric("spearman"));
 }
 
+// Values as scikit-learn gives them for indicator matrices:
+//   f1_score(y, p, average="micro") = 2·tp / (2·tp + fp + fn) over all cells,
+//   f1_score(y, p, average="macro") = mean of per-label F1 (0 for a label never true nor
+//   predicted), accuracy_score(y, p) = fraction of rows equal in every label.
+TEST(MultiLabelMetrics, KnownValues) {
+  const std::vector<float> p = {1, 0, 1, 0, 1, 0, 0, 0, 0};
+  const std::vector<float> y = {1, 0, 0, 0, 1, 1, 0, 0, 0};
+  // label 0: tp 1 -> F1 1; label 1: tp 1 -> 1; label 2: fp 1, fn 1 -> 0. Row 2 matches.
+  EXPECT_DOUBLE_EQ(f1_micro(p, y, 3), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(f1_macro(p, y, 3), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(subset_accuracy(p, y, 3), 1.0 / 3.0);
+  auto all = multi_label_metrics(p, y, 3);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].first, "f1_micro");
+  EXPECT_EQ(all[2].first, "subset_accuracy");
+  // No positives anywhere: F1 0 (zero_division=0), every row matches.
+  const std::vector<float> zeros(6, 0.0f);
+  EXPECT_EQ(f1_micro(zeros, zeros, 2), 0.0);
+  EXPECT_EQ(subset_accuracy(zeros, zeros, 2), 1.0);
+  EXPECT_TRUE(std::isnan(f1_macro({}, {}, 2)));
+}
+
 }  // namespace
 }  // namespace bertfit

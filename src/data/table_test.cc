@@ -163,6 +163,55 @@ TEST(Table, TooFewFieldsReportsLineAndSkips) {
   EXPECT_EQ(t.rows, (Rows{{"1", "3"}, {"6", "8"}}));
   EXPECT_EQ(t.lines, (std::vector<std::int64_t>{2, 5}));
   EXPECT_EQ(t.skipped_rows, 2);
+  // Every data row keeps its index; skipped ones are listed with line and reason.
+  EXPECT_EQ(t.row_numbers, (std::vector<std::int64_t>{0, 2}));
+  ASSERT_EQ(t.skipped.size(), 2u);
+  EXPECT_EQ(t.skipped[0].row, 1);
+  EXPECT_EQ(t.skipped[0].line, 3);
+  EXPECT_EQ(t.skipped[1].row, 3);
+  EXPECT_EQ(t.skipped[1].line, 6);
+  EXPECT_NE(t.skipped[1].reason.find("needs at least 3"), std::string::npos);
+}
+
+TEST(Table, TooManyFieldsWithAHeaderIsMalformed) {
+  std::string msg = error_of([&] {
+    parse_columns("t,l\nx,1\ny,z,1\n", "d.csv", {"t", "l"}, opts(TableFormat::kCsv));
+  });
+  EXPECT_NE(msg.find("d.csv:3: row has 3 fields but the header names 2"), std::string::npos) << msg;
+  // Without a header nothing says how many fields a row has (GLUE's QQP subset varies).
+  auto t = parse_columns("x\t1\ny\tz\t1\n", "d.tsv", {"0"}, opts(TableFormat::kTsv, false));
+  EXPECT_EQ(t.rows.size(), 2u);
+}
+
+TEST(Table, InvalidUtf8IsMalformed) {
+  // Stray continuation, truncated sequence, overlong '/', UTF-16 surrogate, above U+10FFFF.
+  for (std::string bad : {"a\x80", "ab\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    std::string msg = error_of(
+        [&] { parse_columns("t\nok\n" + bad + "\n", "u.tsv", {"t"}, opts(TableFormat::kTsv)); });
+    EXPECT_NE(msg.find("u.tsv:3: column 't' is not valid UTF-8"), std::string::npos) << msg;
+  }
+  // Valid multi-byte text passes: é, €, 😀.
+  auto t = parse_columns("t\n\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n", "u.tsv", {"t"},
+                         opts(TableFormat::kTsv));
+  EXPECT_EQ(t.rows.size(), 1u);
+  std::string msg = error_of([&] {
+    parse_columns("{\"t\": \"a\"}\n{\"t\": \"\xff\"}\n", "u.jsonl", {"t"},
+                  opts(TableFormat::kJsonl));
+  });
+  EXPECT_NE(msg.find("u.jsonl:2: not valid UTF-8"), std::string::npos) << msg;
+}
+
+TEST(Table, JsonlListsAreJoined) {
+  auto t = parse_columns(
+      "{\"t\": \"a\", \"l\": [\"x\", \"y\"]}\n{\"t\": \"b\", \"l\": []}\n{\"t\": \"c\", \"l\": "
+      "[3]}\n",
+      "l.jsonl", {"t", "l"}, opts(TableFormat::kJsonl));
+  EXPECT_EQ(t.rows, (Rows{{"a", "x, y"}, {"b", ""}, {"c", "3"}}));
+  EXPECT_EQ(t.list_column, (std::vector<bool>{false, true}));
+  std::string msg = error_of(
+      [&] { parse_columns("{\"l\": [\"x,y\"]}\n", "l.jsonl", {"l"}, opts(TableFormat::kJsonl)); });
+  EXPECT_NE(msg.find("l.jsonl:1: key 'l': list item 'x,y' holds a comma"), std::string::npos)
+      << msg;
 }
 
 TEST(Table, EmptyHeaderOnlyAndAllSkipped) {
