@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "train/output_dir.h"
 
 namespace bertfit::cli {
 namespace {
@@ -26,6 +27,7 @@ struct InitOptions {
   std::string vocab;
   int num_labels = 0;  // 0: keep the config's labels
   std::uint64_t seed = 42;
+  bool overwrite = false;
 };
 
 // The bert-base-uncased vocabulary of the reference folder, looked up from the current
@@ -72,9 +74,8 @@ json starting_config(const InitOptions& o) {
 }
 
 void run_init(const InitOptions& o) {
-  if (path_exists(o.output) && !is_directory(o.output)) {
-    throw_error(o.output, ": --output exists and is not a folder");
-  }
+  OutputDir out(o.output, o.overwrite, /*input_model=*/"", /*resume_from=*/"",
+                /*resumable=*/false);
   json hf = starting_config(o);
   const bool vocab_size_in_file =
       !o.config.empty() && read_json_file(o.config).contains("vocab_size");
@@ -104,7 +105,9 @@ void run_init(const InitOptions& o) {
   ModelState state(config);
   state.hf_config = hf;
   init_params(state.layout, config, o.seed, state.params.data());
-  save_model(o.output, state, vocab_source);
+  out.create();
+  save_model(out.path(), state, vocab_source);
+  out.commit();
   std::printf(
       "initialised %s: %lld parameters (%d layers, hidden %d, %d heads, %d labels, "
       "seed %llu) -> %s\n",
@@ -140,6 +143,9 @@ void setup(CLI::App& app) {
                   "Number of labels (1: regression); names them LABEL_0 .. LABEL_{N-1}")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", o->seed, "Random seed of the initialisation")->capture_default_str();
+  cmd->add_flag("--overwrite-output-dir", o->overwrite,
+                "Replace an --output folder that already holds a model or a training run (as a "
+                "whole: nothing of the old one is left beside the new model)");
   cmd->callback([o] { run_init(*o); });
 }
 

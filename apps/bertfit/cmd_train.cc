@@ -25,6 +25,11 @@ void setup(CLI::App& app) {
   cmd->callback([options] {
     TrainSummary s = run_training(*options);
     if (s.rank != 0) return;  // rank 0 reports for a data-parallel run
+    if (s.already_finished) {
+      std::printf("%s\n",
+                  nlohmann::json{{"steps", s.steps}, {"already_finished", true}}.dump().c_str());
+      return;
+    }
     nlohmann::json j{{"steps", s.steps},
                      {"train_seconds", s.seconds},
                      {"train_samples_per_s", s.samples_per_second},

@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const bertfit::Error& e) {
-    std::fprintf(stderr, "bertfit: error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "bertfit: %s: %s\n", e.exit_code() > 128 ? "stopped" : "error", e.what());
+    return e.exit_code();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "bertfit: error: out of memory\n");
     return 1;

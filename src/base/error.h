@@ -11,7 +11,13 @@ namespace bertfit {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, int exit_code = 1)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  // The process exit code the CLI uses for it: 1, or 128 + signal for a run stopped by one.
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
 };
 
 // Concatenates anything streamable: cat("file ", path, ":", line) -> std::string.

@@ -1,6 +1,8 @@
 // The training option table and what is derived from it.
 #include "train/options.h"
 
+#include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -29,9 +31,13 @@ std::vector<OptionSpec> data_option_table(DataOptions& d) {
 
 std::vector<OptionSpec> train_option_table(TrainOptions& o) {
   std::vector<OptionSpec> t = {
-      {"--model", "Model folder: config.json, model.safetensors, vocab.txt", &o.model_dir, false},
+      {"--model", "Model folder: config.json, model.safetensors, vocab.txt", &o.model_dir, true},
       {"--output", "Output folder: the fine-tuned model, metrics.jsonl, checkpoint/", &o.output_dir,
        false},
+      {"--overwrite-output-dir",
+       "Replace an --output folder that already holds a model or a run (the new one is written "
+       "to OUTPUT.partial and swapped in when it is complete)",
+       &o.overwrite_output_dir, false},
   };
   for (auto& s : data_option_table(o.data)) t.push_back(s);
   std::vector<OptionSpec> rest = {
@@ -99,6 +105,11 @@ namespace {
 
 std::string key_of(const std::string& flag) { return flag.substr(2); }
 
+bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  return std::filesystem::weakly_canonical(a, ec1) == std::filesystem::weakly_canonical(b, ec2);
+}
+
 nlohmann::json value_of(const OptionSpec& s) {
   return std::visit([](auto* p) { return nlohmann::json(*p); }, s.target);
 }
@@ -113,10 +124,15 @@ nlohmann::json options_to_json(TrainOptions options) {
 
 void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) {
   std::string diffs;
+  const TrainOptions& o = options;
   for (const auto& s : train_option_table(options)) {
     if (!s.affects_trajectory) continue;
     const std::string key = key_of(s.flag);
     nlohmann::json now = value_of(s);
+    if (s.flag == "--model" && saved.contains(key) && saved[key].is_string() &&
+        same_path(saved[key].get<std::string>(), o.model_dir)) {
+      continue;  // the same folder, spelled another way
+    }
     if (!saved.contains(key) || saved[key] != now) {
       diffs += cat(diffs.empty() ? "" : ", ", s.flag, " is ", now.dump(),
                    " but the checkpoint has ", saved.contains(key) ? saved[key].dump() : "nothing");
@@ -144,6 +160,16 @@ void validate_train_options(const TrainOptions& o) {
   }
   if (custom && (d.text_a_column.empty() || d.label_column.empty())) {
     throw_error("--train-file needs --text-a-column and --label-column");
+  }
+  for (auto [flag, value] : {std::pair{"--epochs", o.epochs},
+                             {"--lr", o.lr},
+                             {"--weight-decay", o.weight_decay},
+                             {"--warmup-ratio", o.warmup_ratio},
+                             {"--max-grad-norm", o.max_grad_norm},
+                             {"--comm-timeout", o.comm_timeout},
+                             {"--comm-poll-us", o.comm_poll_us},
+                             {"--bucket-mb", o.bucket_mb}}) {
+    if (!std::isfinite(value)) throw_error(flag, " must be a finite number, got ", value);
   }
   if (o.epochs <= 0 && o.max_steps <= 0) throw_error("--epochs must be > 0 (or set --max-steps)");
   if (o.batch_size <= 0) throw_error("--batch-size must be > 0, got ", o.batch_size);

@@ -28,6 +28,7 @@ struct DataOptions {
 struct TrainOptions {
   std::string model_dir;
   std::string output_dir;
+  bool overwrite_output_dir = false;  // replace an --output that holds a model or a run
   DataOptions data;
   double epochs = 3.0;
   int batch_size = 32;

@@ -16,6 +16,8 @@
 // evaluation is split across ranks and the logits gathered.
 #include "train/trainer.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -25,6 +27,7 @@
 #include "base/check.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "base/interrupt.h"
 #include "base/log.h"
 #include "base/parallel.h"
 #include "base/timer.h"
@@ -40,6 +43,7 @@
 #include "train/dataset.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
+#include "train/output_dir.h"
 #include "train/run_log.h"
 #include "train/sample_stream.h"
 
@@ -79,6 +83,20 @@ EvalResult distributed_eval(Communicator& comm, const BertModel& model, const fl
 
 TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr);
 
+// The folder holds a saved model and metrics.jsonl ends with the run's final record.
+bool run_finished(const std::string& dir) {
+  const std::string metrics = join_path(dir, "metrics.jsonl");
+  if (!path_exists(join_path(dir, "model.safetensors")) || !path_exists(metrics)) return false;
+  const std::string text = read_file(metrics);
+  const auto end = text.find_last_not_of('\n');
+  if (end == std::string::npos) return false;
+  const auto begin = text.rfind('\n', end);
+  const std::size_t start = begin == std::string::npos ? 0 : begin + 1;
+  const std::string last = text.substr(start, end + 1 - start);
+  nlohmann::json j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("final", false);
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& options) {
@@ -88,6 +106,7 @@ TrainSummary run_training(const TrainOptions& options) {
        .poll_interval_us = options.comm_poll_us,
        .grad_transport =
            options.grad_transport == "mpi" ? GradTransport::kMpi : GradTransport::kTcpRing});
+  const InterruptGuard interrupts;  // Ctrl-C / SIGTERM stop at a step boundary
   try {
     return train_with(options, comm.get());
   } catch (const Error& e) {
@@ -109,6 +128,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
 
   // Everything that can fail on user input happens before the output folder is touched.
   std::string checkpoint_dir = o.resume.empty() ? "" : find_checkpoint(o.resume);
+  OutputDir out(o.output_dir, o.overwrite_output_dir, o.model_dir, checkpoint_dir);
   ModelState state = load_model(checkpoint_dir.empty() ? o.model_dir : checkpoint_dir);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
   check_tokenizer_fits(tokenizer, state.config, o.model_dir);
@@ -136,8 +156,6 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   for (auto& [split, loaded] : dev_sets) {
     dev_enc.emplace_back(split, encode_examples(tokenizer, loaded.examples, o.max_seq_len));
   }
-  if (rank == 0) make_directories(o.output_dir);
-
   const ModelConfig& config = state.config;
   BertModel model(config, state.layout, parse_precision(o.precision));
   AdamW optimizer(state.layout, {.weight_decay = o.weight_decay});
@@ -161,6 +179,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     log_info("resuming from ", checkpoint_dir, " at step ", start_step, " (", start_sample,
              " samples seen)");
   }
+  if (rank == 0) out.create();
+  if (!checkpoint_dir.empty()) out.keep();  // the run's checkpoint lives there
   // Every rank starts from rank 0's parameters and optimizer state. A fresh optimizer's
   // moments are zero on every rank by construction, so they travel only when resuming (saves
   // two thirds of the start-up traffic: 530 MB for DistilBERT).
@@ -175,6 +195,21 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   const std::int64_t total_steps =
       start_step +
       (std::max<std::int64_t>(0, total_samples - start_sample) + per_step - 1) / per_step;
+  if (start_step >= total_steps) {
+    // Resuming a run that already ended: nothing to do if its model and final record are
+    // there (rank 0 looks; other hosts may not see the folder).
+    std::int32_t finished = rank == 0 && run_finished(out.path()) ? 1 : 0;
+    if (world > 1) comm->broadcast(&finished, sizeof finished, 0);
+    if (finished != 0) {
+      log_info("the run in ", out.path(), " already finished at step ", total_steps,
+               "; nothing to do");
+      TrainSummary done;
+      done.steps = total_steps;
+      done.already_finished = true;
+      done.rank = rank;
+      return done;
+    }
+  }
   const std::int64_t sched_total = (total_samples + sched_per_step - 1) / sched_per_step;
   const std::int64_t warmup =
       o.warmup_steps > 0 ? o.warmup_steps
@@ -213,7 +248,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                     SparseHead{word.shape.dims[0], word.shape.dims[1]});
   }
   std::unique_ptr<RunLog> run_log;
-  if (rank == 0) run_log = std::make_unique<RunLog>(join_path(o.output_dir, "metrics.jsonl"));
+  if (rank == 0) run_log = std::make_unique<RunLog>(join_path(out.path(), "metrics.jsonl"));
   log_info("training ", task.name, ": ", n, " examples, ", total_steps - start_step, " steps of ",
            per_step, " samples (", world, world > 1 ? " ranks × " : " rank × ", o.batch_size, " × ",
            o.grad_accum, " accumulation), ", num_threads(), " threads");
@@ -234,6 +269,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       log_info("eval ", split, " at step ", step, ": ", rec.dump());
     }
   };
+  std::int64_t last_checkpoint = checkpoint_dir.empty() ? -1 : start_step;
   auto checkpoint = [&](std::int64_t step, std::int64_t samples_seen) {
     if (rank != 0) return;
     nlohmann::json st{{"step", step},
@@ -244,7 +280,9 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                       {"world", world},
                       {"task", task.name},
                       {"options", options_to_json(o)}};
-    save_checkpoint(o.output_dir, state, o.model_dir, optimizer, st);
+    save_checkpoint(out.path(), state, o.model_dir, optimizer, st);
+    out.keep();
+    last_checkpoint = step;
   };
 
   Timer train_timer;
@@ -311,10 +349,21 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
             1.0f, [&](const float* d, std::int64_t len) { grad_squares += sum_squares(d, len); });
       }
     }
-    if (world > 1) comm->allreduce_sum(&step_loss, 1);
+    // Ranks agree on the loss and on whether any of them was asked to stop (Ctrl-C, SIGTERM).
+    double shared[2] = {step_loss, InterruptGuard::requested() ? 1.0 : 0.0};
+    if (world > 1) comm->allreduce_sum(shared, 2);
+    step_loss = shared[0];
     Timer update_timer;
     const double norm =
         reducer ? std::sqrt(grad_squares) : grad_norm(grads.data(), state.layout.total());
+    if (!std::isfinite(step_loss) || !std::isfinite(norm)) {
+      throw_error("step ", step + 1, ": the loss is ", step_loss, " and the gradient norm ", norm,
+                  "; training stopped and no model was written. ",
+                  last_checkpoint >= 0 ? cat("The last good checkpoint (step ", last_checkpoint,
+                                             ") is in ", join_path(out.path(), "checkpoint"), ". ")
+                                       : std::string(),
+                  "Lower --lr (now ", o.lr, ") or check the labels");
+    }
     const double lr =
         linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
     optimizer.step(state.params.data(), grads.data(), lr, clip_coefficient(norm, o.max_grad_norm));
@@ -366,10 +415,21 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       train_timer.reset();
     }
     const bool want_save = o.save_every > 0 ? done % o.save_every == 0 : want_eval;
-    if (want_save || done == total_steps) {
+    const bool interrupted = shared[1] > 0 && done < total_steps;
+    if (want_save || done == total_steps || (interrupted && last_checkpoint != done)) {
       train_seconds += train_timer.seconds();
       checkpoint(done, last);
       train_timer.reset();
+    }
+    if (interrupted) {
+      if (run_log) run_log->end_progress();
+      if (world > 1) comm->barrier();  // rank 0's checkpoint is complete before anyone exits
+      const int sig = InterruptGuard::signal() != 0 ? InterruptGuard::signal() : SIGINT;
+      throw Error(
+          cat("interrupted at step ", done, " of ", total_steps, "; the checkpoint is in ",
+              join_path(out.path(), "checkpoint"), ". Continue with the same command and --resume ",
+              join_path(out.path(), "checkpoint")),
+          128 + sig);
     }
   }
   train_seconds += train_timer.seconds();
@@ -377,10 +437,9 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   if (!evaluated_last && !dev_enc.empty() && start_step == total_steps) {
     run_eval(total_steps, static_cast<double>(total_samples) / static_cast<double>(n));
   }
-  if (rank == 0) save_model(o.output_dir, state, o.model_dir);
-  if (world > 1) comm->barrier();
+  if (rank == 0) save_model(out.path(), state, o.model_dir);
 
-  summary.steps = total_steps - start_step;
+  summary.steps = total_steps;
   summary.seconds = train_seconds;
   summary.samples_per_second = samples_done / std::max(train_seconds, 1e-9);
   if (rank == 0) {
@@ -388,12 +447,15 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                              {"steps", total_steps},
                              {"world", world},
                              {"train_seconds", train_seconds},
-                             {"train_samples_per_s", summary.samples_per_second},
-                             {"loss", summary.final_loss}};
+                             {"train_samples_per_s", summary.samples_per_second}};
+    if (total_steps > start_step) final_rec["loss"] = summary.final_loss;
     if (world > 1) final_rec["exposed_comm_s"] = exposed_comm;
     for (auto& [name, value] : summary.dev_metrics) final_rec["eval_" + name] = value;
     run_log->record(final_rec);
+    run_log.reset();
+    out.commit();
   }
+  if (world > 1) comm->barrier();
   summary.rank = rank;
   return summary;
 }

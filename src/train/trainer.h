@@ -12,12 +12,13 @@
 namespace bertfit {
 
 struct TrainSummary {
-  std::int64_t steps = 0;
+  std::int64_t steps = 0;  // the run's optimizer steps in all, as metrics.jsonl's final record
   double seconds = 0;
   double samples_per_second = 0;
   double final_loss = 0;
   std::vector<std::pair<std::string, double>> dev_metrics;  // last evaluation (may be empty)
-  int rank = 0;  // of this process in a data-parallel run (only rank 0 reports)
+  int rank = 0;                   // of this process in a data-parallel run (only rank 0 reports)
+  bool already_finished = false;  // resumed a run that had ended: nothing was done
 };
 
 // Runs `bertfit train` end to end. Throws Error for anything the user can get wrong, before
