@@ -73,6 +73,7 @@ print(t, statistics.median(c) if c else 0.0)' "$1"
 
 run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s"
   local n=$1 r=$2 out="$work/n$1-$2"
+  rm -rf "$out"  # repeats reuse the name; bertfit refuses an occupied --output
   scripts/cluster up "$n" --rate "$r" --cpus-per-node "$cpus" >&2
   scripts/cluster run -- -np "$n" "$bertfit" train --model "$work/model" --output "$out" \
     --task mrpc --data "$data" --batch-size 32 --max-seq-len 128 --lr 2e-5 $padding \
@@ -85,6 +86,7 @@ run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s"
 run_colocated() {  # N -> prints the mean over nodes of each node's median step (s)
   local n=$1 i
   scripts/cluster up "$n" --rate 100gbit --cpus-per-node "$cpus" >&2
+  rm -rf "$work/co$n"-*
   for ((i = 0; i < n; i++)); do
     scripts/cluster exec "$i" "$bertfit" train --model "$work/model" --output "$work/co$n-$i" \
       --task mrpc --data "$data" --batch-size 32 --max-seq-len 128 --lr 2e-5 $padding \

@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh release bertfit >/dev/null
+echo "== building bertfit (the first build takes a few minutes on two cores)"
+bash scripts/build.sh release bertfit | { grep --line-buffered -E '^\[ *[0-9]+%\] (Built|Linking)' || true; }
 bertfit=build/release/apps/bertfit/bertfit
 
 task=${TASK:-mrpc}
@@ -37,7 +38,7 @@ else
   # A small DistilBERT (4 layers, hidden 256) so the demo runs in minutes on two cores.
   labels=2
   case "$task" in stsb) labels=1 ;; mnli) labels=3 ;; esac
-  $bertfit init --arch distilbert --output "$model" --num-labels "$labels" \
+  $bertfit init --arch distilbert --output "$model" --num-labels "$labels" --overwrite-output-dir \
     --set n_layers=4 --set dim=256 --set hidden_dim=1024 --set n_heads=4
   lr=5e-4  # a random model needs a larger step than a pretrained one (2e-5)
 fi

@@ -2,6 +2,7 @@
 // folder, from the HF defaults (or a config.json), key=value overrides and a vocabulary.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -30,19 +31,23 @@ struct InitOptions {
   bool overwrite = false;
 };
 
-// The bert-base-uncased vocabulary of the reference folder, looked up from the current
-// directory and from the source tree this binary was built from.
+// The bert-base-uncased vocabulary of the reference folder (shared/data/vocab), looked up
+// beside the current directory and beside every folder above the executable (a checkout's
+// ../shared), so that neither a build path nor the working directory is baked in.
 std::string default_vocab() {
-  std::vector<std::string> candidates = {"../shared/data/vocab/bert-base-uncased.txt"};
-#ifdef BERTFIT_SHARED_DIR
-  candidates.push_back(std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt");
-#endif
+  const std::string rel = "shared/data/vocab/bert-base-uncased.txt";
+  std::vector<std::string> candidates = {"../" + rel};
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto dir = exe.parent_path(); dir.has_relative_path(); dir = dir.parent_path())
+      candidates.push_back((dir / rel).string());
+  }
   for (const auto& c : candidates) {
     if (path_exists(c)) return c;
   }
-  std::string tried;
-  for (const auto& c : candidates) tried += (tried.empty() ? "" : ", ") + c;
-  throw_error("no --vocab given and the default bert-base-uncased vocabulary is not at ", tried,
+  throw_error("no --vocab given and the default bert-base-uncased vocabulary (", rel,
+              ") is not beside the current folder or above ", exe.parent_path().string(),
               "; pass --vocab FILE (a vocab.txt, one token per line)");
 }
 
@@ -137,7 +142,8 @@ void setup(CLI::App& app) {
                   "hidden_act=gelu_new (value parsed as JSON, else taken as a string); repeatable");
   cmd->add_option("--vocab", o->vocab,
                   "vocab.txt (or a model folder holding one); default: the bert-base-uncased "
-                  "vocabulary in ../shared/data/vocab. vocab_size follows its line count unless "
+                  "vocabulary in shared/data/vocab beside the current folder or the binary's. "
+                  "vocab_size follows its line count unless "
                   "--set vocab_size=N");
   cmd->add_option("--num-labels", o->num_labels,
                   "Number of labels (1: regression); names them LABEL_0 .. LABEL_{N-1}")

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       "Models are Hugging Face folders (config.json, model.safetensors, vocab.txt)."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", "bertfit " BERTFIT_VERSION);
   auto& registry = bertfit::cli::command_registry();
   std::sort(registry.begin(), registry.end(),
             [](const auto& a, const auto& b) { return a.order < b.order; });

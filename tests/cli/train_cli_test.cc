@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -225,6 +226,22 @@ TEST(TrainCli, UserErrorsAreClearAndLeaveNoOutput) {
   expect_user_error("train" + model + " --output " + out + " --task mrpc --data " + mrpc() +
                         " --eval-every sometimes",
                     "--eval-every", out);
+}
+
+TEST(TrainCli, VersionAndDefaultVocabularyFromAnyFolder) {
+  RunResult v = run_bertfit("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.rfind("bertfit ", 0), 0u) << v.out;
+  // init without --vocab finds shared/data/vocab above the binary, whatever the working folder
+  // (no build path is compiled in).
+  TempDir tmp;
+  const std::string cmd = "cd " + tmp.path() + " && " + bertfit_binary() +
+                          " init --arch bert --output m --set num_hidden_layers=1 "
+                          "--set hidden_size=8 --set intermediate_size=8 "
+                          "--set num_attention_heads=2 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(read_text(tmp / "m/vocab.txt"),
+            read_text(shared_dir() + "/data/vocab/bert-base-uncased.txt"));
 }
 
 TEST(TrainCli, EveryCommandHasHelp) {
