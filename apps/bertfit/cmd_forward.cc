@@ -10,6 +10,7 @@
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "base/parallel.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/model_io.h"
@@ -21,6 +22,8 @@ struct ForwardOptions {
   std::string model_dir, batch_path, grads_path;
   bool train_mode = false;
   std::int64_t seed = 42;
+  std::string precision = "fp32";
+  int threads = 0;
 };
 
 // Reads a (B,T) integer matrix; Error naming the file and key when it is ragged or absent.
@@ -51,6 +54,8 @@ std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string
 }
 
 void run(const ForwardOptions& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const Precision precision = parse_precision(o.precision);
   ModelState state = load_model(o.model_dir);
   nlohmann::json j;
   try {
@@ -76,7 +81,7 @@ void run(const ForwardOptions& o) {
     if (t < 0 || (c.arch == Arch::kBert && t >= c.type_vocab_size))
       throw_error(o.batch_path, ": token type id ", t, " out of range");
   }
-  BertModel model(c, state.layout);
+  BertModel model(c, state.layout, precision);
   Activations acts;
   ModelInput in{B, T, ids.data(), types.data(), mask.data()};
   in.for_backward = !o.grads_path.empty();
@@ -150,6 +155,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--grads", o->grads_path,
                   "Write d loss / d parameter for every parameter to this safetensors file");
   cmd->add_option("--seed", o->seed, "Dropout seed in train mode")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "Matrix products in fp32 or bf16")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
   cmd->callback([o] { run(*o); });
 }
 

@@ -1,0 +1,199 @@
+// The reference classifier (see ref_model.h), straight from the formulas:
+//   x0 = LN(word[ids] + pos[t] (+ type[tt]))
+//   per layer: q,k,v = x·Wqᵀ+bq, x·Wkᵀ+bk, x·Wvᵀ+bv; a = Attn(q,k,v)
+//              h1 = LN1(x + a·Woᵀ + bo); out = LN2(h1 + act(h1·W1ᵀ + b1)·W2ᵀ + b2)
+//   head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g = ReLU (DistilBERT) or tanh (BERT)
+// and the backward pass as the chain rule read bottom-up.
+#include "model/ref/ref_model.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "kernels/ref/ref.h"
+
+namespace bertfit::ref {
+namespace {
+
+using Vec = std::vector<double>;
+
+// y (M,N) = x (M,K) · wᵀ + b, w (N,K).
+void linear(double* y, const double* x, const double* w, const double* b, std::int64_t M,
+            std::int64_t K, std::int64_t N) {
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      double s = b[n];
+      for (std::int64_t k = 0; k < K; ++k) s += x[m * K + k] * w[n * K + k];
+      y[m * N + n] = s;
+    }
+}
+
+// dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy.
+void linear_backward(double* dx, double* dw, double* db, const double* dy, const double* x,
+                     const double* w, std::int64_t M, std::int64_t K, std::int64_t N) {
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      const double g = dy[m * N + n];
+      db[n] += g;
+      for (std::int64_t k = 0; k < K; ++k) {
+        dx[m * K + k] += g * w[n * K + k];
+        dw[n * K + k] += g * x[m * K + k];
+      }
+    }
+}
+
+ActKind act_kind(Activation a) {
+  switch (a) {
+    case Activation::kGeluNew:
+      return ActKind::kGeluNew;
+    case Activation::kRelu:
+      return ActKind::kRelu;
+    case Activation::kGelu:
+      break;
+  }
+  return ActKind::kGelu;
+}
+
+struct Layer {  // what the forward keeps for the backward
+  Vec x, qkv, probs, att, r1, mean1, rstd1, h1, f1, a, r2, mean2, rstd2;
+};
+
+}  // namespace
+
+ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay, const Vec& params,
+                                   const ModelBatch& in) {
+  const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels, L = c.layers;
+  const std::int64_t N = std::int64_t{B} * T;
+  const bool bert = c.arch == Arch::kBert;
+  const double eps = c.layer_norm_eps;
+  auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
+  std::vector<std::int32_t> positions(N);
+  for (std::int64_t i = 0; i < N; ++i) positions[i] = static_cast<std::int32_t>(i % T);
+  const std::int32_t* types = bert ? in.token_type_ids.data() : nullptr;
+  const AttentionShape shape{B, T, C, c.heads};
+
+  // Embeddings.
+  Vec emb(N * C), emb_mean(N), emb_rstd(N), x(N * C);
+  embedding_forward(emb.data(), in.input_ids.data(), positions.data(), types, P(Role::kWordEmb),
+                    P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N, C);
+  layernorm_forward(x.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
+                    P(Role::kEmbLnB), N, C, eps);
+  // Encoder layers.
+  std::vector<Layer> saved(L);
+  for (int l = 0; l < L; ++l) {
+    Layer& s = saved[l];
+    s.x = x;
+    Vec q(N * C), k(N * C), v(N * C);
+    linear(q.data(), x.data(), P(Role::kQW, l), P(Role::kQB, l), N, C, C);
+    linear(k.data(), x.data(), P(Role::kKW, l), P(Role::kKB, l), N, C, C);
+    linear(v.data(), x.data(), P(Role::kVW, l), P(Role::kVB, l), N, C, C);
+    s.qkv.resize(N * 3 * C);
+    for (std::int64_t r = 0; r < N; ++r) {
+      std::copy_n(&q[r * C], C, &s.qkv[r * 3 * C]);
+      std::copy_n(&k[r * C], C, &s.qkv[r * 3 * C + C]);
+      std::copy_n(&v[r * C], C, &s.qkv[r * 3 * C + 2 * C]);
+    }
+    s.att.resize(N * C);
+    s.probs.resize(std::int64_t{B} * c.heads * T * T);
+    attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask.data(), shape,
+                      0.0f, 0);
+    s.r1.resize(N * C);
+    linear(s.r1.data(), s.att.data(), P(Role::kOW, l), P(Role::kOB, l), N, C, C);
+    add_forward(s.r1.data(), s.r1.data(), x.data(), N * C);
+    s.h1.resize(N * C), s.mean1.resize(N), s.rstd1.resize(N);
+    layernorm_forward(s.h1.data(), s.mean1.data(), s.rstd1.data(), s.r1.data(), P(Role::kLn1W, l),
+                      P(Role::kLn1B, l), N, C, eps);
+    s.f1.resize(N * I), s.a.resize(N * I);
+    linear(s.f1.data(), s.h1.data(), P(Role::kFf1W, l), P(Role::kFf1B, l), N, C, I);
+    activation_forward(act_kind(c.activation), s.a.data(), s.f1.data(), N * I);
+    s.r2.resize(N * C);
+    linear(s.r2.data(), s.a.data(), P(Role::kFf2W, l), P(Role::kFf2B, l), N, I, C);
+    add_forward(s.r2.data(), s.r2.data(), s.h1.data(), N * C);
+    s.mean2.resize(N), s.rstd2.resize(N);
+    layernorm_forward(x.data(), s.mean2.data(), s.rstd2.data(), s.r2.data(), P(Role::kLn2W, l),
+                      P(Role::kLn2B, l), N, C, eps);
+  }
+  // Head on each sequence's first token.
+  const ActKind head_act = bert ? ActKind::kTanh : ActKind::kRelu;
+  Vec cls(std::int64_t{B} * C), pre_lin(B * C), pre(B * C);
+  for (int b = 0; b < B; ++b) std::copy_n(&x[std::int64_t{b} * T * C], C, &cls[b * C]);
+  linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
+  activation_forward(head_act, pre.data(), pre_lin.data(), std::int64_t{B} * C);
+  ModelResult r;
+  r.logits.resize(std::int64_t{B} * K);
+  linear(r.logits.data(), pre.data(), P(Role::kClsW), P(Role::kClsB), B, C, K);
+  if (in.labels.empty()) return r;
+
+  // Loss, as transformers for the problem type.
+  Vec dlogits(std::int64_t{B} * K, 0.0), probs(std::int64_t{B} * K);
+  switch (c.problem()) {
+    case ProblemType::kRegression:
+      CHECK(K == 1, "regression with ", K, " outputs");
+      r.loss = mse_forward(r.logits.data(), in.labels.data(), B);
+      mse_backward(dlogits.data(), r.logits.data(), in.labels.data(), B, 1.0);
+      break;
+    case ProblemType::kMultiLabel:
+      r.loss = bce_with_logits_forward(probs.data(), r.logits.data(), in.labels.data(), B, K);
+      bce_with_logits_backward(dlogits.data(), probs.data(), in.labels.data(), B, K, 1.0);
+      break;
+    case ProblemType::kSingleLabel: {
+      std::vector<std::int32_t> ids(in.labels.begin(), in.labels.end());
+      r.loss = cross_entropy_forward(probs.data(), r.logits.data(), ids.data(), B, K);
+      cross_entropy_backward(dlogits.data(), probs.data(), ids.data(), B, K, 1.0);
+      break;
+    }
+  }
+
+  // Backward.
+  r.grads.assign(lay.total(), 0.0);
+  auto G = [&](Role role, int l = 0) { return r.grads.data() + lay.offset(role, l); };
+  Vec dpre(B * C, 0.0), dpre_lin(B * C, 0.0), dcls(B * C, 0.0);
+  linear_backward(dpre.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), pre.data(),
+                  P(Role::kClsW), B, C, K);
+  activation_backward(head_act, dpre_lin.data(), dpre.data(), pre_lin.data(), pre.data(),
+                      std::int64_t{B} * C);
+  linear_backward(dcls.data(), G(Role::kPreW), G(Role::kPreB), dpre_lin.data(), cls.data(),
+                  P(Role::kPreW), B, C, C);
+  Vec dx(N * C, 0.0);
+  for (int b = 0; b < B; ++b) std::copy_n(&dcls[b * C], C, &dx[std::int64_t{b} * T * C]);
+  for (int l = L - 1; l >= 0; --l) {
+    const Layer& s = saved[l];
+    Vec dr2(N * C), da(N * I, 0.0), df1(N * I, 0.0), dr1(N * C), datt(N * C, 0.0);
+    layernorm_backward(dr2.data(), G(Role::kLn2W, l), G(Role::kLn2B, l), dx.data(), s.r2.data(),
+                       P(Role::kLn2W, l), s.mean2.data(), s.rstd2.data(), N, C);
+    Vec dh1 = dr2;  // the residual
+    linear_backward(da.data(), G(Role::kFf2W, l), G(Role::kFf2B, l), dr2.data(), s.a.data(),
+                    P(Role::kFf2W, l), N, I, C);
+    activation_backward(act_kind(c.activation), df1.data(), da.data(), s.f1.data(), s.a.data(),
+                        N * I);
+    linear_backward(dh1.data(), G(Role::kFf1W, l), G(Role::kFf1B, l), df1.data(), s.h1.data(),
+                    P(Role::kFf1W, l), N, C, I);
+    layernorm_backward(dr1.data(), G(Role::kLn1W, l), G(Role::kLn1B, l), dh1.data(), s.r1.data(),
+                       P(Role::kLn1W, l), s.mean1.data(), s.rstd1.data(), N, C);
+    dx = dr1;  // the residual
+    linear_backward(datt.data(), G(Role::kOW, l), G(Role::kOB, l), dr1.data(), s.att.data(),
+                    P(Role::kOW, l), N, C, C);
+    Vec dqkv(N * 3 * C, 0.0);
+    attention_backward(dqkv.data(), datt.data(), s.qkv.data(), s.probs.data(), shape, 0.0f, 0);
+    Vec dq(N * C), dk(N * C), dv(N * C);
+    for (std::int64_t row = 0; row < N; ++row) {
+      std::copy_n(&dqkv[row * 3 * C], C, &dq[row * C]);
+      std::copy_n(&dqkv[row * 3 * C + C], C, &dk[row * C]);
+      std::copy_n(&dqkv[row * 3 * C + 2 * C], C, &dv[row * C]);
+    }
+    linear_backward(dx.data(), G(Role::kQW, l), G(Role::kQB, l), dq.data(), s.x.data(),
+                    P(Role::kQW, l), N, C, C);
+    linear_backward(dx.data(), G(Role::kKW, l), G(Role::kKB, l), dk.data(), s.x.data(),
+                    P(Role::kKW, l), N, C, C);
+    linear_backward(dx.data(), G(Role::kVW, l), G(Role::kVB, l), dv.data(), s.x.data(),
+                    P(Role::kVW, l), N, C, C);
+  }
+  Vec demb(N * C);
+  layernorm_backward(demb.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), dx.data(), emb.data(),
+                     P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, C);
+  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
+                     demb.data(), in.input_ids.data(), positions.data(), types, N, C,
+                     c.pad_token_id);
+  return r;
+}
+
+}  // namespace bertfit::ref
