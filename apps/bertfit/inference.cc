@@ -1,6 +1,7 @@
 // Shared set-up of the inference commands (eval, predict).
 #include "apps/bertfit/inference.h"
 
+#include <cstdlib>
 #include <memory>
 
 #include "base/error.h"
@@ -35,12 +36,17 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
 }
 
 std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what) {
+  // BERTFIT_PROGRESS_SECONDS sets the interval (default 2; 0 reports every batch).
+  double interval = 2.0;
+  if (const char* env = std::getenv("BERTFIT_PROGRESS_SECONDS")) interval = std::atof(env);
   auto timer = std::make_shared<Timer>();
-  auto last = std::make_shared<double>(0.0);
-  return [what, timer, last](std::int64_t done, std::int64_t total) {
+  auto last = std::make_shared<double>(-1.0);
+  return [what, timer, last, interval](std::int64_t done, std::int64_t total) {
     const double now = timer->seconds();
-    if (done < total && now - *last < 2.0) return;
-    if (done == total && *last == 0.0) return;  // short runs stay quiet
+    const bool first_due = *last < 0 && now >= interval;
+    if (!first_due && (*last < 0 || now - *last < interval) && !(done == total && *last >= 0)) {
+      return;  // runs shorter than the interval stay quiet
+    }
     *last = now;
     log_info(what, ": ", done, "/", total, " rows (", static_cast<int>(now), " s)");
   };

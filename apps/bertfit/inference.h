@@ -34,8 +34,8 @@ struct InferenceModel {
 // Sets the thread count, loads the folder and its tokenizer, and validates the options.
 InferenceModel load_for_inference(const InferenceOptions& o);
 
-// Progress of a long inference run on stderr ("what: done/total rows"), at most every 2 s and
-// only for runs of more than one batch.
+// Progress of a long inference run on stderr ("what: done/total rows"): every 2 s (or
+// $BERTFIT_PROGRESS_SECONDS), and a last line at the end of a run that reported before.
 std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what);
 
 }  // namespace bertfit::cli

@@ -4,6 +4,7 @@
 // naming FILE:LINE or, with --skip-malformed, lines that say why; --output writes the same.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,6 +48,23 @@ TEST_F(PredictCli, HeaderlessFileKeepsEveryRowWithNoHeader) {
   EXPECT_EQ(json_lines(r.out).size(), 2u);
   EXPECT_NE(r.err.find("pairs.tsv:1"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--no-header"), std::string::npos) << r.err;
+}
+
+TEST_F(PredictCli, LongRunsReportProgress) {
+  write_text(tmp_ / "d.tsv", "text\tlabel\na\t0\nb\t1\nc\t0\n");
+  ::setenv("BERTFIT_PROGRESS_SECONDS", "0", 1);  // report every batch
+  RunResult p = predict("d.tsv", "--text-a-column text --batch-size 1");
+  RunResult e = run_bertfit("eval --model " + (tmp_ / "m") + " --dev-file " + (tmp_ / "d.tsv") +
+                            " --text-a-column text --label-column label --batch-size 2");
+  ::unsetenv("BERTFIT_PROGRESS_SECONDS");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.err.find("predict: 1/3 rows"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("predict: 3/3 rows"), std::string::npos) << p.err;
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.err.find("eval: 2/3 rows"), std::string::npos) << e.err;
+  // By default a run shorter than 2 s says nothing.
+  p = predict("d.tsv", "--text-a-column text --batch-size 1");
+  EXPECT_EQ(p.err.find("rows"), std::string::npos) << p.err;
 }
 
 TEST_F(PredictCli, SkippedRowsKeepTheirPlaceAndSayWhy) {

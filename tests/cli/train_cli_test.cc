@@ -258,8 +258,19 @@ TEST(TrainCli, EveryCommandHasHelp) {
         "--label-column",  "--epochs",       "--batch-size",    "--lr",
         "--max-seq-len",   "--weight-decay", "--warmup-steps",  "--warmup-ratio",
         "--max-grad-norm", "--grad-accum",   "--seed",          "--max-steps",
-        "--no-shuffle",    "--eval-every",   "--threads",       "--resume"}) {
+        "--no-shuffle",    "--eval-every",   "--threads",       "--resume",
+        "--overwrite-output-dir"}) {
     EXPECT_NE(train.out.find(flag), std::string::npos) << flag;
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> more = {
+      {"predict", {"--threshold", "--id-column", "--no-header", "--skip-malformed"}},
+      {"forward", {"--grads", "--train-mode", "--precision", "--threads"}},
+      {"init", {"--overwrite-output-dir", "--vocab"}},
+      {"eval", {"--no-header", "--skip-malformed"}},
+      {"tokenize", {"--no-header"}}};
+  for (const auto& [cmd, flags] : more) {
+    RunResult r = run_bertfit(cmd + " --help");
+    for (const auto& flag : flags) EXPECT_NE(r.out.find(flag), std::string::npos) << cmd << flag;
   }
 }
 
