@@ -252,14 +252,31 @@ TEST(TrainCli, EveryCommandHasHelp) {
     EXPECT_NE(r.out.find("--"), std::string::npos) << cmd;
   }
   RunResult train = run_bertfit("train --help");
-  for (const char* flag :
-       {"--model",         "--output",       "--task",          "--data",
-        "--train-file",    "--dev-file",     "--text-a-column", "--text-b-column",
-        "--label-column",  "--epochs",       "--batch-size",    "--lr",
-        "--max-seq-len",   "--weight-decay", "--warmup-steps",  "--warmup-ratio",
-        "--max-grad-norm", "--grad-accum",   "--seed",          "--max-steps",
-        "--no-shuffle",    "--eval-every",   "--threads",       "--resume",
-        "--overwrite-output-dir"}) {
+  for (const char* flag : {"--model",
+                           "--output",
+                           "--task",
+                           "--data",
+                           "--train-file",
+                           "--dev-file",
+                           "--text-a-column",
+                           "--text-b-column",
+                           "--label-column",
+                           "--epochs",
+                           "--batch-size",
+                           "--lr",
+                           "--max-seq-len",
+                           "--weight-decay",
+                           "--warmup-steps",
+                           "--warmup-ratio",
+                           "--max-grad-norm",
+                           "--grad-accum",
+                           "--seed",
+                           "--max-steps",
+                           "--no-shuffle",
+                           "--eval-every",
+                           "--threads",
+                           "--resume",
+                           "--overwrite-output-dir"}) {
     EXPECT_NE(train.out.find(flag), std::string::npos) << flag;
   }
   const std::vector<std::pair<std::string, std::vector<std::string>>> more = {
