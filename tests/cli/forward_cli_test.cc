@@ -17,50 +17,17 @@
 
 #include "cli_util.h"
 #include "io/safetensors.h"
+#include "tests/util/compare.h"
 
 namespace bertfit::testing {
 namespace {
 
-double l2(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += double{x} * x;
-  return std::sqrt(s);
-}
-
-double rel_err(const std::vector<float>& got, const std::vector<float>& want, double floor = 0) {
-  EXPECT_EQ(got.size(), want.size());
-  double d = 0;
-  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i)
-    d += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-  return std::sqrt(d) / std::max(l2(want), floor);
-}
-
-std::vector<float> flat(const nlohmann::json& j) {
-  std::vector<float> out;
-  if (j.is_array()) {
-    for (const auto& x : j) {
-      auto part = flat(x);
-      out.insert(out.end(), part.begin(), part.end());
-    }
-  } else {
-    out.push_back(j.get<float>());
-  }
-  return out;
-}
-
-std::vector<float> read(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* t = f.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (t == nullptr) return {};
-  std::vector<float> v(t->shape.numel());
-  f.read_f32(*t, v.data());
-  return v;
-}
+using Grads = std::vector<std::pair<std::string, std::vector<float>>>;
 
 // Runs forward --grads (eval mode unless train_mode) and returns its JSON and gradients.
 struct ForwardRun {
   nlohmann::json out;
-  std::vector<std::pair<std::string, std::vector<float>>> grads;
+  Grads grads;
 };
 ForwardRun run_forward(const std::string& model, const std::string& batch, bool train_mode) {
   TempDir tmp;
@@ -71,13 +38,13 @@ ForwardRun run_forward(const std::string& model, const std::string& batch, bool 
   if (r.exit_code != 0) return run;
   run.out = nlohmann::json::parse(r.out);
   SafetensorsFile f = SafetensorsFile::open(tmp / "g.safetensors");
-  for (const TensorInfo& t : f.tensors()) run.grads.emplace_back(t.name, read(f, t.name));
+  for (const TensorInfo& t : f.tensors()) run.grads.emplace_back(t.name, read_tensor(f, t.name));
   return run;
 }
 
-double largest_norm(const std::vector<std::pair<std::string, std::vector<float>>>& grads) {
+double largest_norm(const Grads& grads) {
   double largest = 0;
-  for (const auto& [name, g] : grads) largest = std::max(largest, l2(g));
+  for (const auto& [name, g] : grads) largest = std::max(largest, l2(g.data(), g.size()));
   return largest;
 }
 
@@ -88,11 +55,12 @@ TEST_P(ForwardGolden, EvalModeGradientsMatchTransformers) {
   ForwardRun run = run_forward(dir + "/model", dir + "/batch.json", /*train_mode=*/false);
   ASSERT_FALSE(run.grads.empty());
   SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
-  EXPECT_LT(rel_err(flat(run.out["logits"]), read(golden, "eval.logits")), 1e-4);
-  const float want_loss = read(golden, "train.loss")[0];  // dropout 0: the eval-mode loss
+  EXPECT_LT(rel_err(flat_json(run.out["logits"]), read_tensor(golden, "eval.logits")), 1e-4);
+  const float want_loss = read_tensor(golden, "train.loss")[0];  // dropout 0: the eval-mode loss
   EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
-  std::vector<std::pair<std::string, std::vector<float>>> want;
-  for (const auto& [name, g] : run.grads) want.emplace_back(name, read(golden, "grad." + name));
+  Grads want;
+  for (const auto& [name, g] : run.grads)
+    want.emplace_back(name, read_tensor(golden, "grad." + name));
   const double floor = 1e-3 * largest_norm(want);
   for (std::size_t i = 0; i < want.size(); ++i)
     EXPECT_LT(rel_err(run.grads[i].second, want[i].second, floor), 1e-4) << want[i].first;
@@ -116,13 +84,14 @@ TEST_P(ForwardPeer, LogitsLossAndEveryGradientMatchThePeer) {
   for (bool train_mode : {false, true}) {  // the fixtures' dropout is 0: both modes agree
     ForwardRun run = run_forward(dir + "/model", dir + "/batch.json", train_mode);
     ASSERT_FALSE(run.grads.empty());
-    EXPECT_LT(rel_err(flat(run.out["logits"]), flat(want["logits"])), 1e-4);
+    EXPECT_LT(rel_err(flat_json(run.out["logits"]), flat_json(want["logits"])), 1e-4);
     const double want_loss = want["loss"].get<double>();
     EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
-    std::vector<std::pair<std::string, std::vector<float>>> ref;
+    Grads ref;
     for (const auto& [name, g] : run.grads) {
       ASSERT_TRUE(want["grads"].contains(name)) << name;
-      ref.emplace_back(name, flat(want["grads"][name]));
+      std::vector<double> r = flat_json(want["grads"][name]);
+      ref.emplace_back(name, std::vector<float>(r.begin(), r.end()));
     }
     const double floor = 1e-3 * largest_norm(ref);
     for (std::size_t i = 0; i < ref.size(); ++i)

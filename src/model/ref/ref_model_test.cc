@@ -12,26 +12,13 @@
 #include "base/file.h"
 #include "io/safetensors.h"
 #include "model/model_io.h"
+#include "tests/util/compare.h"
 
 namespace bertfit {
 namespace {
 
-std::vector<float> read(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* t = f.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  std::vector<float> v(t ? t->shape.numel() : 0);
-  if (t) f.read_f32(*t, v.data());
-  return v;
-}
-
-double rel_err(const double* got, const std::vector<float>& want, double floor = 0) {
-  double d = 0, n = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    d += (got[i] - want[i]) * (got[i] - want[i]);
-    n += double{want[i]} * want[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), floor);
-}
+using testing::read_tensor;
+using testing::rel_err;
 
 std::vector<std::int32_t> matrix(const nlohmann::json& j) {
   std::vector<std::int32_t> out;
@@ -56,19 +43,17 @@ TEST_P(RefModelGolden, MatchesTransformers) {
   std::vector<double> params(state.params.data(), state.params.data() + state.layout.total());
   ref::ModelResult r = ref::model_forward_backward(state.config, state.layout, params, in);
   SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
-  EXPECT_LT(rel_err(r.logits.data(), read(golden, "eval.logits")), 1e-4);
-  const float loss = read(golden, "train.loss")[0];
+  EXPECT_LT(rel_err(r.logits, read_tensor(golden, "eval.logits")), 1e-4);
+  const float loss = read_tensor(golden, "train.loss")[0];
   EXPECT_NEAR(r.loss, loss, 1e-5 * std::fabs(loss));
   double largest = 0;
   for (const ParamEntry& e : state.layout.entries()) {
-    auto g = read(golden, "grad." + e.name);
-    double n = 0;
-    for (float x : g) n += double{x} * x;
-    largest = std::max(largest, std::sqrt(n));
+    auto g = read_tensor(golden, "grad." + e.name);
+    largest = std::max(largest, testing::l2(g.data(), g.size()));
   }
   for (const ParamEntry& e : state.layout.entries()) {
-    EXPECT_LT(rel_err(r.grads.data() + e.offset, read(golden, "grad." + e.name), 1e-3 * largest),
-              1e-4)
+    const auto want = read_tensor(golden, "grad." + e.name);
+    EXPECT_LT(rel_err(r.grads.data() + e.offset, want.data(), want.size(), 1e-3 * largest), 1e-4)
         << e.name;
   }
 }
