@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/model_io.h"
+#include "tests/util/compare.h"
 #include "train/optimizer.h"
 
 namespace bertfit {
@@ -60,26 +61,12 @@ ModelInput slice(const GoldenBatch& b, int first, int count) {
   return {count, b.T, b.ids.data() + off, b.types.data() + off, b.mask.data() + off};
 }
 
-std::vector<float> read_tensor(const SafetensorsFile& f, const std::string& name) {
-  const TensorInfo* t = f.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (t == nullptr) return {};
-  std::vector<float> v(t->shape.numel());
-  f.read_f32(*t, v.data());
-  return v;
-}
+using testing::l2;
+using testing::read_tensor;
 
-double l2(const float* x, std::size_t n) {
-  double s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += double{x[i]} * x[i];
-  return std::sqrt(s);
-}
-
-// ‖got − want‖ / max(‖want‖, floor).
+// ‖got − want‖ / max(‖want‖, floor) over want's elements.
 double rel_err(const float* got, const std::vector<float>& want, double floor = 0.0) {
-  double d = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) d += std::pow(double{got[i]} - want[i], 2);
-  return std::sqrt(d) / std::max(l2(want.data(), want.size()), floor);
+  return testing::rel_err(got, want.data(), want.size(), floor);
 }
 
 class Golden : public ::testing::TestWithParam<std::string> {
