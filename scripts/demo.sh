@@ -53,10 +53,10 @@ echo "== eval of the saved model"
 $bertfit eval --model "$work/finetuned" --task "$task" --data "$data"
 
 echo "== predictions for the first 3 dev rows"
-head -n 4 "$data/dev.tsv" > "$work/sample.tsv"
+sed -n 2,4p "$data/dev.tsv" > "$work/sample.tsv"  # three rows, no header line
 case "$task" in
-  mrpc) cols="--text-a-column 3 --text-b-column 4" ;;
-  sst2) cols="--text-a-column 0" ;;
+  mrpc) cols="--no-header --text-a-column 3 --text-b-column 4" ;;
+  sst2) cols="--no-header --text-a-column 0" ;;
   *) cols="" ;;
 esac
 if [ -n "$cols" ]; then
