@@ -164,6 +164,18 @@ Precision parse_precision(const std::string& name) {
 
 const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "fp32"; }
 
+std::vector<std::int64_t> BertModel::grad_ready_offsets() const {
+  const ParamLayout& lay = layout_;
+  std::vector<std::int64_t> out = {lay.layer_begin(config_.layers)};  // after the head
+  for (int l = config_.layers - 1; l >= 0; --l) {
+    for (Role r : {Role::kLn2W, Role::kFf2W, Role::kFf1W, Role::kLn1W, Role::kOW})
+      out.push_back(lay.offset(r, l));
+    out.push_back(lay.layer_begin(l));
+  }
+  out.push_back(0);  // after the embeddings
+  return out;
+}
+
 void BertModel::forward(const float* params, const ModelInput& in, const DropoutState& drop,
                         Activations& a) const {
   const ModelConfig& c = config_;

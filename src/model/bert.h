@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "model/activations.h"
 #include "model/config.h"
@@ -75,6 +76,10 @@ class BertModel {
   void backward(const float* params, float* grads, const ModelInput& in,
                 const DropoutState& dropout, Activations& acts,
                 const std::function<void(std::int64_t)>& on_grads_ready = {}) const;
+
+  // The offsets backward passes to on_grads_ready, in the order it passes them: where a
+  // gradient reducer may cut its buckets. (Checked against backward by model/bert_test.cc.)
+  std::vector<std::int64_t> grad_ready_offsets() const;
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }

@@ -232,12 +232,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   Activations acts;
   std::optional<GradReducer> reducer;
   if (world > 1) {
-    std::vector<std::int64_t> boundaries;
-    // Bucket cut points: where backward reports progress (BertModel::backward).
-    for (int l = -1; l <= config.layers; ++l) boundaries.push_back(state.layout.layer_begin(l));
-    for (int l = 0; l < config.layers; ++l)
-      for (Role r : {Role::kOW, Role::kLn1W, Role::kFf1W, Role::kFf2W, Role::kLn2W})
-        boundaries.push_back(state.layout.offset(r, l));
+    // Buckets are cut where backward reports finished gradients (BertModel::backward).
+    const std::vector<std::int64_t> boundaries = model.grad_ready_offsets();
     // The word-embedding gradient is row-sparse (only the batch's token ids): reduce just the
     // touched rows (grad_reducer.h). The layout puts that table first.
     const ParamEntry& word = state.layout.entry(Role::kWordEmb);

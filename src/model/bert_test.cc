@@ -1,0 +1,93 @@
+// BertModel's contracts that are not numbers: backward reports finished gradients exactly at
+// grad_ready_offsets(), in that order, and each report is true (no gradient at or past the
+// reported offset changes afterwards), which is what lets a reducer send those buckets while
+// backward still runs; and backward after a forward that kept no backward state aborts with a
+// message instead of reaching the products.
+#include "model/bert.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "base/aligned.h"
+#include "gemm/gemm.h"
+#include "model/init.h"
+#include "model/test_config.h"
+
+namespace bertfit {
+namespace {
+
+struct Batch {
+  int B = 3, T = 16;
+  std::vector<std::int32_t> ids, types, mask;
+  explicit Batch(const ModelConfig& c) {
+    std::mt19937 rng(1);
+    const int lengths[3] = {16, 5, 9};
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        const bool real = t < lengths[b];
+        ids.push_back(real ? 1 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1)) : 0);
+        types.push_back(0);
+        mask.push_back(real ? 1 : 0);
+      }
+  }
+  ModelInput input() const { return {B, T, ids.data(), types.data(), mask.data()}; }
+};
+
+void check_ready_reports(Arch arch, Precision precision, bool train) {
+  ModelConfig c = small_test_config(arch, 3);
+  ParamLayout layout(c);
+  AlignedBuffer<float> params(layout.total()), grads(layout.total());
+  init_params(layout, c, 5, params.data());
+  BertModel model(c, layout, precision);
+  Batch batch(c);
+  ModelInput in = batch.input();
+  in.for_backward = true;  // an eval-mode forward (train false) must keep backward's state too
+  Activations acts;
+  const DropoutState dropout{.train = train, .seed = 3};
+  model.forward(params.data(), in, dropout, acts);
+  const std::vector<float> labels = {0, 2, 1};
+  model.loss(labels.data(), 1.0f, acts);
+  grads.zero();
+  std::vector<std::int64_t> reported;
+  std::vector<std::vector<float>> snapshots;
+  model.backward(params.data(), grads.data(), in, dropout, acts, [&](std::int64_t from) {
+    reported.push_back(from);
+    snapshots.emplace_back(grads.data() + from, grads.data() + layout.total());
+  });
+  EXPECT_EQ(reported, model.grad_ready_offsets());
+  for (std::size_t i = 0; i < reported.size(); ++i) {
+    const float* final_grads = grads.data() + reported[i];
+    std::size_t changed = 0;
+    for (std::size_t j = 0; j < snapshots[i].size(); ++j)
+      changed += snapshots[i][j] != final_grads[j];
+    EXPECT_EQ(changed, 0u) << "gradients past offset " << reported[i] << " changed after it";
+  }
+}
+
+TEST(BertModel, BackwardReportsFinishedGradientsWhereItSays) {
+  for (Arch arch : {Arch::kDistilBert, Arch::kBert}) {
+    check_ready_reports(arch, Precision::kF32, true);
+    check_ready_reports(arch, Precision::kF32, false);
+    if (has_native_bf16()) check_ready_reports(arch, Precision::kBF16, true);
+  }
+}
+
+TEST(BertModelDeathTest, BackwardWithoutBackwardStateAborts) {
+  ModelConfig c = small_test_config(Arch::kDistilBert, 2);
+  ParamLayout layout(c);
+  AlignedBuffer<float> params(layout.total()), grads(layout.total());
+  init_params(layout, c, 5, params.data());
+  BertModel model(c, layout);
+  Batch batch(c);
+  Activations acts;
+  model.forward(params.data(), batch.input(), DropoutState{}, acts);  // eval, no for_backward
+  const std::vector<float> labels = {0, 1, 1};
+  model.loss(labels.data(), 1.0f, acts);
+  EXPECT_DEATH(model.backward(params.data(), grads.data(), batch.input(), DropoutState{}, acts),
+               "kept no backward state");
+}
+
+}  // namespace
+}  // namespace bertfit
