@@ -23,6 +23,8 @@
 #include "model/model_io.h"
 #include "tensor/dtype.h"
 #include "train/optimizer.h"
+#include "train/options.h"
+#include "train/step.h"
 
 namespace bertfit::cli {
 namespace {
@@ -80,39 +82,46 @@ void run(const BenchOptions& o) {
   const ModelConfig& c = state.config;
   if (o.seq_len > c.max_positions) throw_error("--seq-len exceeds max_position_embeddings");
   const int B = o.batch_size, T = o.seq_len;
+  // One random batch of B full-length sequences (ids from 1000 on: past the special tokens).
   std::mt19937 rng(0);
-  std::vector<std::int32_t> ids(B * T), types(B * T, 0), mask(B * T, 1);
+  std::vector<MicroBatch> micro(1);
+  Batch& batch = micro[0].batch.emplace();
+  micro[0].share = 1.0f;
+  batch.B = B;
+  batch.T = T;
+  batch.input_ids.resize(std::size_t(B) * T);
+  batch.token_type_ids.assign(std::size_t(B) * T, 0);
+  batch.attention_mask.assign(std::size_t(B) * T, 1);
+  for (auto& id : batch.input_ids)
+    id = 1000 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1000));
+  for (int b = 0; b < B; ++b) batch.input_ids[std::size_t(b) * T] = 101;
   const bool multi = c.problem() == ProblemType::kMultiLabel;
-  std::vector<float> labels(multi ? B * c.num_labels : B);
-  for (auto& id : ids) id = 1000 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1000));
-  for (int b = 0; b < B; ++b) ids[b * T] = 101;
-  for (auto& label : labels) {
+  batch.labels.resize(multi ? std::size_t(B) * c.num_labels : B);
+  for (auto& label : batch.labels) {
     label = c.is_regression() ? 0.5f : static_cast<float>(rng() % (multi ? 2 : c.num_labels));
   }
   BertModel model(c, state.layout, precision);
-  Activations acts;
-  AlignedBuffer<float> grads(o.mode == "train" ? state.layout.total() : 0);
-  AdamW opt(state.layout, {});
-  ModelInput in{B, T, ids.data(), types.data(), mask.data()};
+  // The step `train` runs (train/step.h) with train's default learning rate and clipping.
+  const TrainOptions defaults;
+  AdamW opt(state.layout, {.weight_decay = defaults.weight_decay});
+  std::optional<TrainStep> train_step;
+  if (o.mode == "train") train_step.emplace(model, opt, nullptr, 1);
+  Activations infer_acts;
+  const ModelInput in{B, T, batch.input_ids.data(), batch.token_type_ids.data(),
+                      batch.attention_mask.data()};
   std::vector<double> times;
   // The peak is measured before and after the steps and the better kept: on a shared machine
   // a single measurement can land in a busy moment.
   const double peak_before = measure_matmul_peak(precision);
   // Inference serves fixed weights: bf16 prepares them once, in the first (warm-up) forward.
   std::optional<PreparedWeightsReuse> reuse;
-  if (o.mode != "train") reuse.emplace(acts);
+  if (o.mode != "train") reuse.emplace(infer_acts);
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     Timer t;
-    if (o.mode == "train") {
-      DropoutState d{.train = true, .seed = 1, .step = static_cast<std::uint64_t>(s)};
-      grads.zero();
-      model.forward(state.params.data(), in, d, acts);
-      model.loss(labels.data(), 1.0f, acts);
-      model.backward(state.params.data(), grads.data(), in, d, acts);
-      const double norm = grad_norm(grads.data(), state.layout.total());
-      opt.step(state.params.data(), grads.data(), 2e-5, clip_coefficient(norm, 1.0));
+    if (train_step) {
+      train_step->run(state.params.data(), micro, s, defaults.lr, defaults.max_grad_norm);
     } else {
-      model.forward(state.params.data(), in, DropoutState{}, acts);
+      model.forward(state.params.data(), in, DropoutState{}, infer_acts);
     }
     if (s >= o.warmup) times.push_back(t.seconds());
   }

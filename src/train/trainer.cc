@@ -34,7 +34,6 @@
 #include "data/batch.h"
 #include "data/shuffle.h"
 #include "dist/communicator.h"
-#include "dist/grad_reducer.h"
 #include "dist/topology.h"
 #include "model/bert.h"
 #include "model/model_io.h"
@@ -46,6 +45,7 @@
 #include "train/output_dir.h"
 #include "train/run_log.h"
 #include "train/sample_stream.h"
+#include "train/step.h"
 
 namespace bertfit {
 namespace {
@@ -228,21 +228,9 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   batch_options.max_len = config.max_positions;
   if (task.problem == ProblemType::kMultiLabel)
     batch_options.multi_label_classes = config.num_labels;
-  AlignedBuffer<float> grads(state.layout.total());
-  Activations acts;
-  std::optional<GradReducer> reducer;
-  if (world > 1) {
-    // Buckets are cut where backward reports finished gradients (BertModel::backward).
-    const std::vector<std::int64_t> boundaries = model.grad_ready_offsets();
-    // The word-embedding gradient is row-sparse (only the batch's token ids): reduce just the
-    // touched rows (grad_reducer.h). The layout puts that table first.
-    const ParamEntry& word = state.layout.entry(Role::kWordEmb);
-    CHECK(word.offset == 0, "word embeddings at offset ", word.offset);
-    reducer.emplace(*comm, boundaries, state.layout.total(),
-                    static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024),
-                    o.grad_comm_dtype == "bf16" ? WireDType::kBF16 : WireDType::kF32,
-                    SparseHead{word.shape.dims[0], word.shape.dims[1]});
-  }
+  TrainStep train_step(model, optimizer, comm, static_cast<std::uint64_t>(o.seed),
+                       {.bucket_bytes = static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024),
+                        .bf16_wire = o.grad_comm_dtype == "bf16"});
   std::unique_ptr<RunLog> run_log;
   if (rank == 0) run_log = std::make_unique<RunLog>(join_path(out.path(), "metrics.jsonl"));
   log_info("training ", task.name, ": ", n, " examples, ", total_steps - start_step, " steps of ",
@@ -252,7 +240,8 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   TrainSummary summary;
   auto run_eval = [&](std::int64_t step, double epoch) {
     for (auto& [split, enc] : dev_enc) {
-      EvalResult r = distributed_eval(*comm, model, state.params.data(), enc, task, o, acts);
+      EvalResult r = distributed_eval(*comm, model, state.params.data(), enc, task, o,
+                                      train_step.activations());
       summary.dev_metrics = r.metrics;
       if (rank != 0) continue;
       nlohmann::json rec{{"step", step},
@@ -292,13 +281,10 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     Timer step_timer;
     const std::int64_t first = start_sample + (step - start_step) * per_step;
     const std::int64_t last = std::min(first + per_step, total_samples);
-    grads.zero();
-    double step_loss = 0;
-    double grad_squares = 0;  // multi-rank: summed while the last buckets are in flight
-    std::int64_t micro = 0;
-    for (std::int64_t g = first; g < last; g += micro_global, ++micro) {
+    // This rank's part of each micro-batch of the step; ranks split each by token counts.
+    std::vector<MicroBatch> micro;
+    for (std::int64_t g = first; g < last; g += micro_global) {
       const std::int64_t count = std::min(micro_global, last - g);
-      const bool last_micro = g + micro_global >= last;
       std::vector<std::int64_t> rows(count), costs(count);
       for (std::int64_t i = 0; i < count; ++i) {
         rows[i] = stream.row(g + i);
@@ -309,61 +295,27 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
         rows.clear();
         for (std::int64_t p : positions) rows.push_back(all[p]);
       }
-      const float share = static_cast<float>(rows.size()) / static_cast<float>(last - first);
-      std::optional<Batch> batch;
-      if (!rows.empty()) {
-        batch = make_batch(train_enc, rows, batch_options);
-        if (reducer)
-          reducer->mark_rows(batch->input_ids.data(),
-                             static_cast<std::int64_t>(batch->input_ids.size()));
-      }
-      if (reducer && last_micro) reducer->begin_step(grads.data());
-      if (batch) {
-        ModelInput in{batch->B, batch->T, batch->input_ids.data(), batch->token_type_ids.data(),
-                      batch->attention_mask.data()};
-        DropoutState dropout{.train = true,
-                             .seed = static_cast<std::uint64_t>(o.seed),
-                             .step = static_cast<std::uint64_t>(step),
-                             .micro = static_cast<std::uint64_t>(micro * world + rank)};
-        Timer phase;
-        model.forward(state.params.data(), in, dropout, acts);
-        step_loss += share * model.loss(batch->labels.data(), share, acts);
-        forward_s += phase.seconds();
-        phase.reset();
-        std::function<void(std::int64_t)> on_grads_ready;
-        if (reducer && last_micro) {
-          on_grads_ready = [&](std::int64_t from) { reducer->ready(from); };
-        }
-        model.backward(state.params.data(), grads.data(), in, dropout, acts, on_grads_ready);
-        backward_s += phase.seconds();
-      }
-      if (reducer && last_micro) {
-        reducer->ready(0);
-        // Shares already make it the mean. The squares for clipping are summed per bucket as
-        // each arrives, filling the wait for the rest.
-        exposed_comm += reducer->finish(
-            1.0f, [&](const float* d, std::int64_t len) { grad_squares += sum_squares(d, len); });
-      }
+      MicroBatch& m = micro.emplace_back();
+      m.share = static_cast<float>(rows.size()) / static_cast<float>(last - first);
+      if (!rows.empty()) m.batch = make_batch(train_enc, rows, batch_options);
     }
-    // Ranks agree on the loss and on whether any of them was asked to stop (Ctrl-C, SIGTERM).
-    double shared[2] = {step_loss, InterruptGuard::requested() ? 1.0 : 0.0};
-    if (world > 1) comm->allreduce_sum(shared, 2);
-    step_loss = shared[0];
-    Timer update_timer;
-    const double norm =
-        reducer ? std::sqrt(grad_squares) : grad_norm(grads.data(), state.layout.total());
-    if (!std::isfinite(step_loss) || !std::isfinite(norm)) {
-      throw_error("step ", step + 1, ": the loss is ", step_loss, " and the gradient norm ", norm,
-                  "; training stopped and no model was written. ",
+    const double lr =
+        linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
+    const StepReport report = train_step.run(state.params.data(), micro, step, lr, o.max_grad_norm,
+                                             InterruptGuard::requested());
+    if (!report.applied) {
+      throw_error("step ", step + 1, ": the loss is ", report.loss, " and the gradient norm ",
+                  report.grad_norm, "; training stopped and no model was written. ",
                   last_checkpoint >= 0 ? cat("The last good checkpoint (step ", last_checkpoint,
                                              ") is in ", join_path(out.path(), "checkpoint"), ". ")
                                        : std::string(),
                   "Lower --lr (now ", o.lr, ") or check the labels");
     }
-    const double lr =
-        linear_schedule_lr(o.lr, static_cast<double>(first) / sched_per_step, warmup, sched_total);
-    optimizer.step(state.params.data(), grads.data(), lr, clip_coefficient(norm, o.max_grad_norm));
-    update_s += update_timer.seconds();
+    const double step_loss = report.loss, norm = report.grad_norm;
+    forward_s += report.forward_s;
+    backward_s += report.backward_s;
+    update_s += report.update_s;
+    exposed_comm += report.exposed_comm_s;
     samples_done += last - first;
     window_loss += step_loss;
     ++window_steps;
@@ -411,7 +363,7 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       train_timer.reset();
     }
     const bool want_save = o.save_every > 0 ? done % o.save_every == 0 : want_eval;
-    const bool interrupted = shared[1] > 0 && done < total_steps;
+    const bool interrupted = report.stop && done < total_steps;
     if (want_save || done == total_steps || (interrupted && last_checkpoint != done)) {
       train_seconds += train_timer.seconds();
       checkpoint(done, last);

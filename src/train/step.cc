@@ -1,0 +1,94 @@
+// The optimizer step (see step.h).
+#include "train/step.h"
+
+#include <cmath>
+#include <functional>
+
+#include "base/check.h"
+#include "base/timer.h"
+#include "dist/communicator.h"
+#include "dist/grad_reducer.h"
+
+namespace bertfit {
+
+TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* comm,
+                     std::uint64_t seed, const GradSync& sync)
+    : model_(model),
+      optimizer_(optimizer),
+      comm_(comm),
+      seed_(seed),
+      grads_(model.layout().total()) {
+  if (comm_ == nullptr || comm_->world() == 1) return;
+  rank_ = comm_->rank();
+  world_ = comm_->world();
+  // The word-embedding gradient is row-sparse (only the batch's token ids): the reducer sends
+  // just the touched rows (grad_reducer.h). The layout puts that table first.
+  const ParamEntry& word = model.layout().entry(Role::kWordEmb);
+  CHECK(word.offset == 0, "word embeddings at offset ", word.offset);
+  // Buckets are cut where backward reports finished gradients.
+  reducer_ = std::make_unique<GradReducer>(*comm_, model.grad_ready_offsets(),
+                                           model.layout().total(), sync.bucket_bytes,
+                                           sync.bf16_wire ? WireDType::kBF16 : WireDType::kF32,
+                                           SparseHead{word.shape.dims[0], word.shape.dims[1]});
+}
+
+TrainStep::~TrainStep() = default;
+
+StepReport TrainStep::run(float* params, const std::vector<MicroBatch>& micro, std::int64_t step,
+                          double lr, double max_grad_norm, bool stop_requested) {
+  CHECK(!micro.empty(), "a step needs at least one micro-batch");
+  StepReport report;
+  grads_.zero();
+  if (reducer_) {
+    for (const MicroBatch& m : micro)
+      if (m.batch)
+        reducer_->mark_rows(m.batch->input_ids.data(),
+                            static_cast<std::int64_t>(m.batch->input_ids.size()));
+  }
+  double loss = 0, grad_squares = 0;
+  for (std::size_t k = 0; k < micro.size(); ++k) {
+    const bool last = k + 1 == micro.size();
+    // On the last micro-batch the reducer sends each bucket as backward finishes it.
+    if (reducer_ && last) reducer_->begin_step(grads_.data());
+    if (const std::optional<Batch>& b = micro[k].batch) {
+      const ModelInput in{b->B, b->T, b->input_ids.data(), b->token_type_ids.data(),
+                          b->attention_mask.data()};
+      const DropoutState dropout{.train = true,
+                                 .seed = seed_,
+                                 .step = static_cast<std::uint64_t>(step),
+                                 .micro = static_cast<std::uint64_t>(k * world_ + rank_)};
+      Timer phase;
+      model_.forward(params, in, dropout, acts_);
+      loss += micro[k].share * model_.loss(b->labels.data(), micro[k].share, acts_);
+      report.forward_s += phase.seconds();
+      phase.reset();
+      std::function<void(std::int64_t)> on_grads_ready;
+      if (reducer_ && last) on_grads_ready = [this](std::int64_t from) { reducer_->ready(from); };
+      model_.backward(params, grads_.data(), in, dropout, acts_, on_grads_ready);
+      report.backward_s += phase.seconds();
+    }
+    if (reducer_ && last) {
+      reducer_->ready(0);
+      // The shares already make the sum a mean. The squares for clipping are summed per bucket
+      // as each arrives, filling the wait for the rest.
+      report.exposed_comm_s = reducer_->finish(
+          1.0f, [&](const float* d, std::int64_t n) { grad_squares += sum_squares(d, n); });
+    }
+  }
+  // Ranks agree on the loss and on whether any of them is asked to stop.
+  double shared[2] = {loss, stop_requested ? 1.0 : 0.0};
+  if (world_ > 1) comm_->allreduce_sum(shared, 2);
+  report.loss = shared[0];
+  report.stop = shared[1] > 0;
+  Timer update;
+  report.grad_norm =
+      reducer_ ? std::sqrt(grad_squares) : grad_norm(grads_.data(), model_.layout().total());
+  if (std::isfinite(report.loss) && std::isfinite(report.grad_norm)) {
+    optimizer_.step(params, grads_.data(), lr, clip_coefficient(report.grad_norm, max_grad_norm));
+    report.applied = true;
+  }
+  report.update_s = update.seconds();
+  return report;
+}
+
+}  // namespace bertfit

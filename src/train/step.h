@@ -1,0 +1,76 @@
+// One optimizer step, the unit `train` repeats and `bench train` times: forward, loss and
+// backward of each micro-batch, the sum of the gradients across ranks (buckets sent while
+// backward still runs, when there are several ranks), the global norm, clipping and AdamW.
+// The caller chooses the data (which rows, how they are split across ranks) and the schedule
+// (the learning rate); the step owns the gradient buffer, the activations and the reducer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/aligned.h"
+#include "data/batch.h"
+#include "model/bert.h"
+#include "train/optimizer.h"
+
+namespace bertfit {
+
+class Communicator;
+class GradReducer;
+
+// How gradients travel between ranks (used only when the communicator has several).
+struct GradSync {
+  std::int64_t bucket_bytes = 8 << 20;
+  bool bf16_wire = false;
+};
+
+// This rank's part of one micro-batch: its rows (none when a short last micro-batch leaves this
+// rank without any) and their share of the step's samples, which weights the micro-batch's
+// mean loss so that the step's gradient is the mean over all its samples on any number of ranks.
+struct MicroBatch {
+  std::optional<Batch> batch;
+  float share = 0;
+};
+
+struct StepReport {
+  double loss = 0;       // the step's mean loss over every rank's samples
+  double grad_norm = 0;  // global L2 norm before clipping
+  bool applied = false;  // false: the loss or the norm was not finite; parameters untouched
+  bool stop = false;     // some rank asked to stop after this step (run's stop_requested)
+  double forward_s = 0, backward_s = 0, update_s = 0;  // this rank's time in each phase
+  double exposed_comm_s = 0;  // time spent waiting for gradients from other ranks
+};
+
+class TrainStep {
+ public:
+  // `comm` may be null (one process). `seed` keys the dropout masks with the step and micro-batch.
+  TrainStep(const BertModel& model, AdamW& optimizer, Communicator* comm, std::uint64_t seed,
+            const GradSync& sync = {});
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // Runs step `step` (its index keys dropout) over `micro` at learning rate `lr`, clipping the
+  // global norm to `max_grad_norm` (0: no clipping). Every rank must call it with the same
+  // number of micro-batches. `stop_requested` is this rank's vote to stop after the step; the
+  // report's `stop` is true when any rank voted.
+  StepReport run(float* params, const std::vector<MicroBatch>& micro, std::int64_t step, double lr,
+                 double max_grad_norm, bool stop_requested = false);
+
+  // Activations to reuse for evaluation between steps (no memory of its own needed).
+  Activations& activations() { return acts_; }
+
+ private:
+  const BertModel& model_;
+  AdamW& optimizer_;
+  Communicator* comm_;
+  std::uint64_t seed_;
+  int rank_ = 0, world_ = 1;
+  AlignedBuffer<float> grads_;
+  Activations acts_;
+  std::unique_ptr<GradReducer> reducer_;
+};
+
+}  // namespace bertfit
