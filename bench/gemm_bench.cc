@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "base/dtype.h"
 #include "gemm/gemm.h"
-#include "tensor/dtype.h"
 
 namespace bertfit {
 namespace {

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "apps/bertfit/commands.h"
+#include "base/dtype.h"
 #include "base/error.h"
 #include "base/parallel.h"
 #include "base/timer.h"
@@ -21,7 +22,6 @@
 #include "model/flops.h"
 #include "model/init.h"
 #include "model/model_io.h"
-#include "tensor/dtype.h"
 #include "train/optimizer.h"
 #include "train/options.h"
 #include "train/step.h"

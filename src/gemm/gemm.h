@@ -37,7 +37,7 @@ struct MatmulDesc {
 };
 void matmul(const MatmulDesc& d, const float* a, const float* b, float* c);
 
-// Mixed precision: bf16 inputs (stored as the upper 16 bits of an fp32, see tensor/dtype.h)
+// Mixed precision: bf16 inputs (stored as the upper 16 bits of an fp32, see base/dtype.h)
 // with fp32 accumulation and fp32 output, the same shapes and semantics as the fp32 versions.
 void linear_forward_bf16(float* y, const std::uint16_t* x, const std::uint16_t* w,
                          const float* bias, std::int64_t M, std::int64_t K, std::int64_t N);

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace bertfit {
 namespace {

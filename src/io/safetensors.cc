@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/dtype.h"
 #include "base/error.h"
 #include "base/file.h"
-#include "tensor/dtype.h"
 
 namespace bertfit {
 

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/shape.h"
+#include "base/shape.h"
 
 namespace bertfit {
 

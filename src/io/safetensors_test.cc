@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "base/file.h"
-#include "tensor/dtype.h"
 
 namespace bertfit {
 namespace {

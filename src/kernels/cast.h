@@ -1,10 +1,10 @@
 // Precision casts for mixed-precision matrix products: fp32 -> bf16 with round-to-nearest-even
-// (NaN stays NaN), the rounding tensor/dtype.h defines.
+// (NaN stays NaN), the rounding base/dtype.h defines.
 #pragma once
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace bertfit {
 

@@ -1,4 +1,4 @@
-// The vectorised fp32 -> bf16 cast against the scalar definition in tensor/dtype.h, on
+// The vectorised fp32 -> bf16 cast against the scalar definition in base/dtype.h, on
 // special values (ties, NaN, infinities, subnormals, the largest finite values) and random
 // bit patterns, over awkward lengths and an unaligned start.
 #include "kernels/cast.h"
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace bertfit {
 namespace {
@@ -47,7 +47,7 @@ TEST(Cast, MatchesScalarRoundingOnEveryKindOfValue) {
   }
 }
 
-// The scalar definition itself (tensor/dtype.h, which the cast above shares) against rounding
+// The scalar definition itself (base/dtype.h, which the cast above shares) against rounding
 // worked out independently: of the two bf16 values around x (its truncation and the next one
 // away from zero, which past the largest finite bf16 is infinity), the nearer, ties to the
 // even one; NaN stays NaN with its sign.

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/shape.h"
 #include "model/config.h"
-#include "tensor/shape.h"
 
 namespace bertfit {
 

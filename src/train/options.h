@@ -52,12 +52,12 @@ struct TrainOptions {
   int threads = 0;                 // 0: this rank's share of the cores
   bool no_pin = false;
   std::string resume;
-  // Data-parallel runs (mpirun -np N): see dist/.
+  // Data-parallel runs (mpirun -np N): see comm/.
   double comm_timeout = 300;
   double comm_poll_us = 0;  // comm thread pacing: 0 adaptive, > 0 fixed sleep, < 0 spin
   std::string grad_comm_dtype = "fp32";  // fp32 | bf16 on the wire
-  double bucket_mb = 8;                  // 4-12 MB exposed the least wait (dist/grad_reducer.h)
-  std::string grad_transport = "tcp";    // tcp (ring of sockets) | mpi, see dist/tcp_ring.h
+  double bucket_mb = 8;                  // 4-12 MB exposed the least wait (comm/grad_reducer.h)
+  std::string grad_transport = "tcp";    // tcp (ring of sockets) | mpi, see comm/tcp_ring.h
 };
 
 // One option as the CLI shows it.

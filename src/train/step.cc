@@ -6,8 +6,8 @@
 
 #include "base/check.h"
 #include "base/timer.h"
-#include "dist/communicator.h"
-#include "dist/grad_reducer.h"
+#include "comm/communicator.h"
+#include "comm/grad_reducer.h"
 
 namespace bertfit {
 

@@ -1,10 +1,10 @@
 // Factory for the MPI communicator (built only when CMake finds MPI). This header does not
-// include <mpi.h>: only the .cc files of dist/ do.
+// include <mpi.h>: only the .cc files of comm/ do.
 #pragma once
 
 #include <memory>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace bertfit {
 

@@ -1,5 +1,5 @@
 // TcpRing without MPI: W rings in one process (one thread per rank) over loopback.
-#include "dist/tcp_ring.h"
+#include "comm/tcp_ring.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <memory>
 #include <random>
 
+#include "base/dtype.h"
 #include "base/error.h"
-#include "tensor/dtype.h"
 
 namespace bertfit {
 namespace {

@@ -1,4 +1,4 @@
-// MpiCommunicator: the Communicator over MPI. Internal to dist/ (includes <mpi.h>).
+// MpiCommunicator: the Communicator over MPI. Internal to comm/ (includes <mpi.h>).
 //
 // Every collective, blocking or not, is an Op: a function that posts non-blocking MPI requests
 // (MPI_Iallreduce, MPI_Ibcast, ...), the requests, and a completion step (bf16 -> fp32). Ops are
@@ -31,8 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/tcp_ring.h"
+#include "comm/communicator.h"
+#include "comm/tcp_ring.h"
 
 namespace bertfit {
 

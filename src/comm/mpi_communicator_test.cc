@@ -1,5 +1,5 @@
 // MPI communicator and GradReducer across real ranks; run by ctest as
-// `mpirun -np 2 dist_mpi_test` (see CMakeLists.txt), every test in both progress modes and with
+// `mpirun -np 2 comm_mpi_test` (see CMakeLists.txt), every test in both progress modes and with
 // both gradient transports (the TCP ring and MPI).
 // Values are chosen from per-rank seeds, so each rank can compute what every other rank
 // contributed and check the result exactly or within an argued tolerance.
@@ -11,9 +11,9 @@
 #include <random>
 #include <tuple>
 
-#include "dist/communicator.h"
-#include "dist/grad_reducer.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
+#include "comm/communicator.h"
+#include "comm/grad_reducer.h"
 
 namespace bertfit {
 namespace {

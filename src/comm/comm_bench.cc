@@ -1,5 +1,5 @@
 // Communication benchmarks, run under mpirun (2+ ranks):
-//   dist_comm_bench overlap [--mb 66] [--buckets 16] [--compute-ms 8] [--rounds 6]
+//   comm_bench overlap [--mb 66] [--buckets 16] [--compute-ms 8] [--rounds 6]
 //                           [--progress-calls 1] [--wire f32|bf16] [--polls 0,50,200]
 //     For each progress configuration (test between layers; a comm thread per poll interval):
 //     a GradReducer over a buffer of --mb MB in --buckets buckets, with --compute-ms of
@@ -7,11 +7,11 @@
 //     declared ready, split by --progress-calls progress() calls (the trainer calls progress()
 //     between layers). Prints medians of the step time, the overhead over the same compute
 //     without communication, and the exposed wait in finish().
-//   dist_comm_bench bandwidth [--max-mb 64]
+//   comm_bench bandwidth [--max-mb 64]
 //     Rank 0 <-> rank 1 transfer rate (a 2-rank broadcast is one message) and all-reduce time
 //     per size; used to check the link shaping of scripts/cluster.
-//   dist_comm_bench topology
-//     Each rank prints its host, local rank and the CPU share dist/topology gives it.
+//   comm_bench topology
+//     Each rank prints its host, local rank and the CPU share comm/topology gives it.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -22,9 +22,9 @@
 
 #include "base/error.h"
 #include "base/timer.h"
-#include "dist/communicator.h"
-#include "dist/grad_reducer.h"
-#include "dist/topology.h"
+#include "comm/communicator.h"
+#include "comm/grad_reducer.h"
+#include "comm/topology.h"
 
 namespace bertfit {
 namespace {

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "base/check.h"
-#include "dist/mpi_communicator_impl.h"
-#include "dist/mpi_runtime.h"
+#include "comm/mpi_communicator_impl.h"
+#include "comm/mpi_runtime.h"
 
 namespace bertfit {
 namespace {

@@ -1,5 +1,5 @@
 // Topology and pinning: affinity masks, cgroup CPU quotas, and the per-rank split.
-#include "dist/topology.h"
+#include "comm/topology.h"
 
 #include <dirent.h>
 #include <sched.h>

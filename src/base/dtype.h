@@ -13,7 +13,7 @@ enum class DType { kF32, kBF16 };
 
 inline float bf16_to_f32(std::uint16_t h) { return std::bit_cast<float>(std::uint32_t{h} << 16); }
 
-// Written without branches so that loops over it vectorise (dist/'s bf16 wire conversions and
+// Written without branches so that loops over it vectorise (comm/'s bf16 wire conversions and
 // reduction operator, kernels/cast.h).
 inline std::uint16_t f32_to_bf16(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);

@@ -3,7 +3,7 @@
 // produces gradients from the last layer to the first); each bucket is all-reduced as soon as
 // the caller reports it final through ready(), and finish() waits for all of them and scales.
 //
-// Progress mode (CommOptions::progress): measured with `dist_comm_bench overlap`
+// Progress mode (CommOptions::progress): measured with `comm_bench overlap`
 // (comm_bench.cc) on 2 emulated nodes of scripts/cluster (1 core each, links shaped to 1 Gbit/s
 // each way) on the 2-core development machine, which other jobs shared; medians of 3-8 rounds in
 // which the configurations take turns. overhead = step time minus the same compute without
@@ -42,7 +42,7 @@
 #include <functional>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace bertfit {
 

@@ -1,6 +1,6 @@
 // Process-wide MPI state shared by every MpiCommunicator: initialisation (once), finalisation at
 // exit (or MPI_Abort of the whole job if any communicator failed), the lock that serialises MPI
-// calls, error strings, and the bf16 sum operator. Internal to dist/.
+// calls, error strings, and the bf16 sum operator. Internal to comm/.
 #pragma once
 
 #include <mpi.h>

@@ -1,6 +1,6 @@
 // LocalCommunicator and the launcher detection: collectives are the identity, handles follow
 // the same rules as under MPI, and make_communicator picks the local one outside a launcher.
-#include "dist/local_communicator.h"
+#include "comm/local_communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace bertfit {
 namespace {

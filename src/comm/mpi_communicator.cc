@@ -1,6 +1,6 @@
 // MpiCommunicator: set-up, tear-down and the collectives, each expressed as an Op (see
 // mpi_communicator_impl.h); the progress machinery is in mpi_progress.cc.
-#include "dist/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 
 #include <algorithm>
 #include <climits>
@@ -9,11 +9,11 @@
 #include <random>
 
 #include "base/check.h"
+#include "base/dtype.h"
 #include "base/log.h"
 #include "base/timer.h"
-#include "dist/mpi_communicator_impl.h"
-#include "dist/mpi_runtime.h"
-#include "tensor/dtype.h"
+#include "comm/mpi_communicator_impl.h"
+#include "comm/mpi_runtime.h"
 
 namespace bertfit {
 namespace {

@@ -1,13 +1,13 @@
 // Process-wide MPI state: see mpi_runtime.h.
-#include "dist/mpi_runtime.h"
+#include "comm/mpi_runtime.h"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/dtype.h"
 #include "base/error.h"
-#include "tensor/dtype.h"
 
 namespace bertfit::mpi {
 namespace {

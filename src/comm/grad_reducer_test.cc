@@ -1,13 +1,13 @@
 // GradReducer without MPI: bucket formation from candidate boundaries, buckets started as soon
 // as ready() covers them (checked with a recording communicator), and world-1 equivalence to
 // plain scaling.
-#include "dist/grad_reducer.h"
+#include "comm/grad_reducer.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "dist/local_communicator.h"
+#include "comm/local_communicator.h"
 
 namespace bertfit {
 namespace {

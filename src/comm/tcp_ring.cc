@@ -1,6 +1,6 @@
 // TcpRing: set-up (listen, exchange, connect with a checked handshake) and the streamed ring
 // all-reduce. See tcp_ring.h for the why and the algorithm.
-#include "dist/tcp_ring.h"
+#include "comm/tcp_ring.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,8 +19,8 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/dtype.h"
 #include "base/timer.h"
-#include "tensor/dtype.h"
 
 namespace bertfit {
 namespace {

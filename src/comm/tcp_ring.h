@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace bertfit {
 

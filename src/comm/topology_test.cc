@@ -1,6 +1,6 @@
 // Topology: CPU list parsing, the split of a host's cores among local ranks, quota capping, and
 // pinning this process to the cores it already has.
-#include "dist/topology.h"
+#include "comm/topology.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

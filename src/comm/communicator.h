@@ -34,7 +34,7 @@ enum class ProgressMode { kTestBetweenLayers, kCommThread };
 
 // What carries the gradient all-reduce (start_allreduce) of a multi-rank run; every other
 // collective always goes through MPI. kTcpRing: a ring of plain TCP connections between the
-// ranks (dist/tcp_ring.h), set up through MPI at start; if any rank cannot join it, all ranks
+// ranks (comm/tcp_ring.h), set up through MPI at start; if any rank cannot join it, all ranks
 // fall back to MPI with a warning. kMpi: MPI_Iallreduce (for fabrics Open MPI drives better
 // than TCP, e.g. InfiniBand). The default won the measurements in docs/PERFORMANCE.md.
 enum class GradTransport { kTcpRing, kMpi };

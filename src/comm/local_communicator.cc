@@ -1,6 +1,6 @@
 // LocalCommunicator: identity collectives, with the same argument checks and handle rules as
 // the MPI communicator so that misuse shows up in single-process tests too.
-#include "dist/local_communicator.h"
+#include "comm/local_communicator.h"
 
 #include <unistd.h>
 

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 int main(int argc, char** argv) {
   using namespace bertfit;

@@ -1,6 +1,6 @@
 // GradReducer: bucket formation, starting buckets as backward finishes them, and the final
 // wait-and-scale.
-#include "dist/grad_reducer.h"
+#include "comm/grad_reducer.h"
 
 #include <algorithm>
 

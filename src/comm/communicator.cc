@@ -1,13 +1,13 @@
 // Launcher detection and the choice between the local and the MPI communicator.
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 #include <cstdlib>
 #include <string_view>
 
 #include "base/error.h"
-#include "dist/local_communicator.h"
+#include "comm/local_communicator.h"
 #ifdef BERTFIT_WITH_MPI
-#include "dist/mpi_communicator.h"
+#include "comm/mpi_communicator.h"
 #endif
 
 namespace bertfit {

@@ -2,7 +2,7 @@
 // identity, so the trainer runs the same code with or without MPI.
 #pragma once
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace bertfit {
 
