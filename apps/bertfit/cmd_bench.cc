@@ -156,7 +156,9 @@ void run(const BenchOptions& o) {
   std::printf("%s\n", j.dump().c_str());
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench",
@@ -179,7 +181,4 @@ void setup(CLI::App& app) {
   cmd->callback([o] { run(*o); });
 }
 
-CommandRegistrar registrar(100, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

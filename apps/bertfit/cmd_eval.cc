@@ -49,7 +49,9 @@ void run(const EvalOptions& o) {
   std::printf("%s\n", j.dump().c_str());
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "eval",
@@ -63,7 +65,4 @@ void setup(CLI::App& app) {
   cmd->callback([o] { run(*o); });
 }
 
-CommandRegistrar registrar(50, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

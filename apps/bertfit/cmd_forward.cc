@@ -142,7 +142,9 @@ void run(const ForwardOptions& o) {
   std::printf("%s\n", out.dump().c_str());
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_forward_command(CLI::App& app) {
   auto o = std::make_shared<ForwardOptions>();
   CLI::App* cmd = app.add_subcommand(
       "forward",
@@ -161,7 +163,4 @@ void setup(CLI::App& app) {
   cmd->callback([o] { run(*o); });
 }
 
-CommandRegistrar registrar(70, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

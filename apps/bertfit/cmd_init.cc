@@ -121,7 +121,9 @@ void run_init(const InitOptions& o) {
       o.output.c_str());
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_init_command(CLI::App& app) {
   auto o = std::make_shared<InitOptions>();
   CLI::App* cmd = app.add_subcommand(
       "init",
@@ -155,7 +157,4 @@ void setup(CLI::App& app) {
   cmd->callback([o] { run_init(*o); });
 }
 
-CommandRegistrar registrar(80, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

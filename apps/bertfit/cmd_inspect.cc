@@ -109,7 +109,9 @@ void run_inspect(const std::string& dir) {
   if (!first_error.empty()) throw Error(first_error);
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "inspect",
@@ -120,7 +122,4 @@ void setup(CLI::App& app) {
   cmd->callback([dir] { run_inspect(*dir); });
 }
 
-CommandRegistrar registrar(90, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

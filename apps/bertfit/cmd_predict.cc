@@ -125,7 +125,9 @@ void run(const PredictOptions& o) {
   }
 }
 
-void setup(CLI::App& app) {
+}  // namespace
+
+void add_predict_command(CLI::App& app) {
   auto o = std::make_shared<PredictOptions>();
   CLI::App* cmd = app.add_subcommand(
       "predict",
@@ -150,7 +152,4 @@ void setup(CLI::App& app) {
   cmd->callback([o] { run(*o); });
 }
 
-CommandRegistrar registrar(60, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

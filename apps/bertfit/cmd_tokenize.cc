@@ -105,7 +105,9 @@ void run_tokenize(const TokenizeOptions& o) {
   if (std::fflush(stdout) != 0) throw_error("tokenize: writing to standard output failed");
 }
 
-void setup_tokenize(CLI::App& app) {
+}  // namespace
+
+void add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tokenize",
@@ -146,7 +148,4 @@ void setup_tokenize(CLI::App& app) {
   cmd->callback([o] { run_tokenize(*o); });
 }
 
-const CommandRegistrar kRegistrar(40, setup_tokenize);
-
-}  // namespace
 }  // namespace bertfit::cli

@@ -9,9 +9,7 @@
 #include "train/trainer.h"
 
 namespace bertfit::cli {
-namespace {
-
-void setup(CLI::App& app) {
+void add_train_command(CLI::App& app) {
   auto options = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
       "train",
@@ -39,7 +37,4 @@ void setup(CLI::App& app) {
   });
 }
 
-CommandRegistrar registrar(40, setup);
-
-}  // namespace
 }  // namespace bertfit::cli

@@ -1,9 +1,6 @@
-// Subcommand registry for the bertfit CLI. Each cmd_<name>.cc defines its options and action
-// in one place and registers itself with a static CommandRegistrar; main.cc builds the app.
+// The bertfit subcommands. Each cmd_<name>.cc declares its options and action in one place
+// and adds its subcommand to the app; main.cc lists them in the order --help shows them.
 #pragma once
-
-#include <functional>
-#include <vector>
 
 namespace CLI {
 class App;
@@ -11,18 +8,13 @@ class App;
 
 namespace bertfit::cli {
 
-// A subcommand: `order` fixes its place in --help; setup adds a subcommand to the app and
-// attaches its callback.
-struct Command {
-  int order;
-  std::function<void(CLI::App&)> setup;
-};
-std::vector<Command>& command_registry();
-
-struct CommandRegistrar {
-  CommandRegistrar(int order, std::function<void(CLI::App&)> setup) {
-    command_registry().push_back({order, std::move(setup)});
-  }
-};
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_init_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_forward_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace bertfit::cli

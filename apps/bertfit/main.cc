@@ -1,19 +1,11 @@
 // bertfit: fine-tune and run BERT-family text encoders on CPUs. This file only assembles the
 // subcommands (cmd_*.cc) and turns user errors into one-line messages with a non-zero exit.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
-
-namespace bertfit::cli {
-std::vector<Command>& command_registry() {
-  static std::vector<Command> registry;
-  return registry;
-}
-}  // namespace bertfit::cli
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -22,10 +14,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.set_version_flag("--version", "bertfit " BERTFIT_VERSION);
-  auto& registry = bertfit::cli::command_registry();
-  std::sort(registry.begin(), registry.end(),
-            [](const auto& a, const auto& b) { return a.order < b.order; });
-  for (auto& command : registry) command.setup(app);
+  // The commands, in the order --help lists them: the main job first.
+  using namespace bertfit::cli;
+  for (auto add : {add_train_command, add_eval_command, add_predict_command, add_tokenize_command,
+                   add_init_command, add_inspect_command, add_forward_command, add_bench_command}) {
+    add(app);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -244,6 +244,18 @@ TEST(TrainCli, VersionAndDefaultVocabularyFromAnyFolder) {
             read_text(shared_dir() + "/data/vocab/bert-base-uncased.txt"));
 }
 
+TEST(TrainCli, HelpListsTheCommandsInTheirOrder) {
+  RunResult r = run_bertfit("--help");
+  ASSERT_EQ(r.exit_code, 0);
+  std::size_t at = 0;
+  for (const char* cmd :
+       {"train", "eval", "predict", "tokenize", "init", "inspect", "forward", "bench"}) {
+    const std::size_t pos = r.out.find(std::string("\n  ") + cmd + " ", at);
+    ASSERT_NE(pos, std::string::npos) << cmd << " missing or out of order:\n" << r.out;
+    at = pos + 1;
+  }
+}
+
 TEST(TrainCli, EveryCommandHasHelp) {
   for (const char* cmd :
        {"", "init", "inspect", "tokenize", "train", "eval", "predict", "forward"}) {
