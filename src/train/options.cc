@@ -105,9 +105,14 @@ namespace {
 
 std::string key_of(const std::string& flag) { return flag.substr(2); }
 
+// The same place, however spelled ("m", "./m/", an absolute path, through symlinks).
 bool same_path(const std::string& a, const std::string& b) {
-  std::error_code ec1, ec2;
-  return std::filesystem::weakly_canonical(a, ec1) == std::filesystem::weakly_canonical(b, ec2);
+  auto norm = [](const std::string& p) {
+    std::error_code ec;
+    std::filesystem::path n = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+    return n.has_filename() ? n : n.parent_path();  // "m/" -> "m"
+  };
+  return norm(a) == norm(b);
 }
 
 nlohmann::json value_of(const OptionSpec& s) {

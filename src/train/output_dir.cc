@@ -12,16 +12,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
+fs::path normal(const std::string& path) {
+  std::error_code ec;
+  fs::path n = fs::weakly_canonical(fs::absolute(path), ec);
+  return n.has_filename() ? n : n.parent_path();  // "dir/" -> "dir"
+}
+
 // The same folder, whichever way its path is spelled (relative, trailing slash, symlinks).
 bool same_folder(const std::string& a, const std::string& b) {
   std::error_code ec1, ec2;
   if (fs::exists(a, ec1) && fs::exists(b, ec2)) return fs::equivalent(a, b, ec1);
-  return fs::weakly_canonical(a, ec1) == fs::weakly_canonical(b, ec2);
+  return normal(a) == normal(b);
 }
 
 bool inside(const std::string& path, const std::string& dir) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(path, ec), d = fs::weakly_canonical(dir, ec);
+  fs::path p = normal(path), d = normal(dir);
   for (; !p.empty() && p != p.root_path(); p = p.parent_path()) {
     if (p == d) return true;
   }

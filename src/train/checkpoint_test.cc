@@ -1,0 +1,88 @@
+// Checkpoints: what save_checkpoint writes, load_checkpoint_state reads back exactly (Adam's
+// moments, the step, the trainer state); find_checkpoint accepts the run folder, the checkpoint
+// folder itself and a checkpoint.old left by an interrupted swap; a damaged optimizer file is an
+// error naming it; a save leaves no temporary folder behind.
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "model/init.h"
+#include "model/test_config.h"
+
+namespace bertfit {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() /
+            std::string("bertfit-ckpt-").append(std::to_string(::getpid())))
+               .string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    vocab_ = dir_ + "/vocab.txt";
+    std::string v = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int i = 5; i < 200; ++i) v.append("w").append(std::to_string(i)).append("\n");
+    std::FILE* f = std::fopen(vocab_.c_str(), "w");
+    std::fputs(v.c_str(), f);
+    std::fclose(f);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_, vocab_;
+};
+
+TEST_F(Checkpoint, RoundTripsAndIsFoundWhereverItIs) {
+  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  init_params(state.layout, state.config, 3, state.params.data());
+  AdamW saved(state.layout, {});
+  for (std::size_t i = 0; i < saved.m().size(); ++i) {
+    saved.m()[i] = 0.5f * static_cast<float>(i % 7);
+    saved.v()[i] = 0.25f * static_cast<float>(i % 5);
+  }
+  const nlohmann::json trainer{{"step", 12}, {"samples_seen", 384}, {"options", {{"lr", 2e-5}}}};
+  save_checkpoint(dir_, state, vocab_, saved, trainer);
+  save_checkpoint(dir_, state, vocab_, saved, trainer);  // a second save swaps cleanly
+  EXPECT_FALSE(fs::exists(dir_ + "/checkpoint.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ + "/checkpoint.old"));
+
+  const std::string found = find_checkpoint(dir_);
+  EXPECT_EQ(found, dir_ + "/checkpoint");
+  EXPECT_EQ(find_checkpoint(found), found);
+  AdamW loaded(state.layout, {});
+  const nlohmann::json back = load_checkpoint_state(found, loaded);
+  EXPECT_EQ(back, trainer);
+  EXPECT_EQ(loaded.steps_taken(), 12);
+  for (std::size_t i = 0; i < saved.m().size(); ++i) {
+    ASSERT_EQ(loaded.m()[i], saved.m()[i]) << i;
+    ASSERT_EQ(loaded.v()[i], saved.v()[i]) << i;
+  }
+  // An interrupted swap leaves only checkpoint.old: still found.
+  fs::rename(dir_ + "/checkpoint", dir_ + "/checkpoint.old");
+  EXPECT_EQ(find_checkpoint(dir_), dir_ + "/checkpoint.old");
+  fs::rename(dir_ + "/checkpoint.old", dir_ + "/checkpoint");
+
+  // A truncated optimizer file: an error naming it.
+  fs::resize_file(found + "/optimizer.safetensors", 64);
+  try {
+    load_checkpoint_state(found, loaded);
+    FAIL() << "a truncated optimizer.safetensors loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.safetensors"), std::string::npos) << e.what();
+  }
+  // No checkpoint at all: the message says where it looked.
+  try {
+    find_checkpoint(dir_ + "/nowhere");
+    FAIL() << "found a checkpoint in an empty place";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bertfit
