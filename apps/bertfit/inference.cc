@@ -39,15 +39,18 @@ std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::str
   // BERTFIT_PROGRESS_SECONDS sets the interval (default 2; 0 reports every batch).
   double interval = 2.0;
   if (const char* env = std::getenv("BERTFIT_PROGRESS_SECONDS")) interval = std::atof(env);
-  auto timer = std::make_shared<Timer>();
-  auto last = std::make_shared<double>(-1.0);
-  return [what, timer, last, interval](std::int64_t done, std::int64_t total) {
-    const double now = timer->seconds();
-    const bool first_due = *last < 0 && now >= interval;
-    if (!first_due && (*last < 0 || now - *last < interval) && !(done == total && *last >= 0)) {
-      return;  // runs shorter than the interval stay quiet
-    }
-    *last = now;
+  struct State {
+    Timer timer;
+    double last = 0;  // when the last line was printed (0: the start)
+    bool reported = false;
+  };
+  auto st = std::make_shared<State>();
+  return [what, st, interval](std::int64_t done, std::int64_t total) {
+    const double now = st->timer.seconds();
+    // A line when the interval has passed, and a closing one for a run that printed any.
+    if (now - st->last < interval && !(done == total && st->reported)) return;
+    st->last = now;
+    st->reported = true;
     log_info(what, ": ", done, "/", total, " rows (", static_cast<int>(now), " s)");
   };
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "data/metrics.h"
+#include "kernels/loss.h"
 
 namespace bertfit {
 
@@ -60,18 +61,16 @@ EvalResult score_logits(const std::vector<float>& logits,
   EvalResult r;
   r.examples = static_cast<std::int64_t>(n);
   if (task.problem == ProblemType::kMultiLabel) {
-    // Binary cross-entropy averaged over n·K (as training); a label is predicted when its
-    // sigmoid exceeds 0.5, i.e. its logit exceeds 0.
-    std::vector<float> truth(n * K, 0.0f), predicted(n * K);
+    // The training loss (binary cross-entropy averaged over n·K); a label is predicted when its
+    // sigmoid exceeds 0.5.
+    std::vector<float> truth(n * K, 0.0f), probs(n * K), predicted(n * K);
     for (std::size_t i = 0; i < n; ++i)
       for (std::int32_t id : examples[i].label_ids) truth[i * K + id] = 1.0f;
-    double loss = 0;
-    for (std::size_t j = 0; j < n * K; ++j) {
-      const double z = logits[j];
-      loss += std::fmax(z, 0.0) - z * truth[j] + std::log1p(std::exp(-std::fabs(z)));
-      predicted[j] = z > 0 ? 1.0f : 0.0f;
+    if (n > 0) {
+      r.loss = bce_with_logits_forward(probs.data(), logits.data(), truth.data(),
+                                       static_cast<int>(n), K);
     }
-    r.loss = n == 0 ? 0.0 : loss / static_cast<double>(n * K);
+    for (std::size_t j = 0; j < n * K; ++j) predicted[j] = probs[j] > 0.5f ? 1.0f : 0.0f;
     r.metrics = multi_label_metrics(predicted, truth, K);
     return r;
   }
