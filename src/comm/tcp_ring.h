@@ -4,12 +4,11 @@
 // MPI still launches the job, exchanges the ring's addresses and carries every other
 // collective. No MPI here: the set-up data is passed in by the caller.
 //
-// Why (docs/PERFORMANCE.md, "Where a 4-node step's extra time goes"): on emulated nodes of half
-// a core, Open MPI's TCP path cost a rank about 0.5 core-s of CPU per DistilBERT step, 4-5x what
-// the same bytes cost through plain sockets, and under a CPU quota that time comes out of the
-// compute. Here every byte is written once by send() from the gradient buffer (or its bf16
-// copy) and read once by recv() into a small staging buffer, and the thread blocks in the
-// kernel while the link is busy.
+// Why: a rank's communication CPU comes out of its compute under a CPU quota, and this ring
+// takes about a third less of it than Open MPI's TCP path for the same bytes (figures in
+// docs/PERFORMANCE.md, "Data-parallel scaling"). Here every byte is written once by send() from the
+// gradient buffer (or its bf16 copy) and read once by recv() into a small staging buffer, and the
+// thread blocks in the kernel while the link is busy.
 //
 // Algorithm: ring reduce-scatter then all-gather over world chunks of the buffer, streamed: the
 // chunk a rank forwards at step t+1 is the one it received (and added to) at step t, so it is
