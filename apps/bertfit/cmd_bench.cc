@@ -113,15 +113,15 @@ void run(const BenchOptions& o) {
   // The peak is measured before and after the steps and the better kept: on a shared machine
   // a single measurement can land in a busy moment.
   const double peak_before = measure_matmul_peak(precision);
-  // Inference serves fixed weights: bf16 prepares them once, in the first (warm-up) forward.
-  std::optional<PreparedWeightsReuse> reuse;
-  if (o.mode != "train") reuse.emplace(infer_acts);
+  // Inference serves fixed weights: prepared once, before the timed forwards.
+  ModelWeights infer_weights = model.make_weights();
+  if (!train_step) infer_weights.prepare(state.params.data(), /*with_backward=*/false);
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     Timer t;
     if (train_step) {
       train_step->run(state.params.data(), micro, s, defaults.lr, defaults.max_grad_norm);
     } else {
-      model.forward(state.params.data(), in, DropoutState{}, infer_acts);
+      model.forward(infer_weights, in, DropoutState{}, infer_acts);
     }
     if (s >= o.warmup) times.push_back(t.seconds());
   }

@@ -86,7 +86,9 @@ void run(const ForwardOptions& o) {
   ModelInput in{B, T, ids.data(), types.data(), mask.data()};
   in.for_backward = !o.grads_path.empty();
   DropoutState dropout{.train = o.train_mode, .seed = static_cast<std::uint64_t>(o.seed)};
-  model.forward(state.params.data(), in, dropout, acts);
+  ModelWeights weights = model.make_weights();
+  weights.prepare(state.params.data(), /*with_backward=*/in.for_backward || dropout.train);
+  model.forward(weights, in, dropout, acts);
   const int K = c.num_labels;
   nlohmann::json out;
   out["logits"] = nlohmann::json::array();
@@ -129,7 +131,7 @@ void run(const ForwardOptions& o) {
     out["loss"] = model.loss(labels.data(), 1.0f, acts);
     if (!o.grads_path.empty()) {
       AlignedBuffer<float> grads(state.layout.total());
-      model.backward(state.params.data(), grads.data(), in, dropout, acts);
+      model.backward(weights, grads.data(), in, dropout, acts);
       std::vector<TensorToWrite> tensors;
       for (const ParamEntry& e : state.layout.entries()) {
         tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, grads.data() + e.offset});

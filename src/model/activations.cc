@@ -23,6 +23,8 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = !bf16 || keep_hidden;
+  bf16_now_ = bf16;
+  keep_hidden_now_ = need_hidden;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
       (training_ || !for_training) && (bf16_ || !bf16) && (!need_f32 || f32_rows_ >= N) &&
       (!need_hidden || hidden_rows_ >= N) && static_cast<int>(layers.size()) == c.layers) {
@@ -91,6 +93,40 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(pre_bf16, nb * C);
     if (training_) grow(dy_bf16, rows * std::max(3 * C, I));
   }
+}
+
+float* Activations::embedded() { return keep_hidden_now_ ? x0.data() : shared_hidden.data(); }
+
+float* Activations::layer_out(int l) {
+  return keep_hidden_now_ ? layers[l].out.data() : shared_hidden.data();
+}
+
+Rows Activations::layer_in(int l) {
+  return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layers[l].x_bf16.data() : nullptr};
+}
+
+// bf16 keeps qkv, ff1 and act in bf16 only, and att and h1 in buffers shared by all layers (see
+// shared_hidden), with their bf16 roundings per layer.
+Rows Activations::qkv(int l) {
+  return bf16_now_ ? Rows{nullptr, layers[l].qkv_bf16.data()} : Rows{layers[l].qkv.data()};
+}
+Rows Activations::att(int l) {
+  return bf16_now_ ? Rows{shared_att.data(), layers[l].att_bf16.data()}
+                   : Rows{layers[l].att.data()};
+}
+Rows Activations::h1(int l) {
+  return bf16_now_ ? Rows{shared_hidden.data(), layers[l].h1_bf16.data()}
+                   : Rows{layers[l].h1.data()};
+}
+Rows Activations::ff1(int l) {
+  return bf16_now_ ? Rows{nullptr, layers[l].ff1_bf16.data()} : Rows{layers[l].ff1.data()};
+}
+Rows Activations::act(int l) {
+  return bf16_now_ ? Rows{nullptr, layers[l].act_bf16.data()} : Rows{layers[l].act.data()};
+}
+Rows Activations::head_in() { return {cls.data(), bf16_now_ ? cls_bf16.data() : nullptr}; }
+Rows Activations::classifier_in() {
+  return {pre_drop.data(), bf16_now_ ? pre_bf16.data() : nullptr};
 }
 
 void Activations::layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/aligned.h"
-#include "gemm/gemm.h"
 #include "model/config.h"
+#include "model/linear.h"
 
 namespace bertfit {
 
@@ -74,19 +74,7 @@ struct Activations {
   AlignedBuffer<float> d_qkv;                     // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
 
-  // bf16 precision only: the matrix products' weights prepared for gemm/ (per layer qkv, o,
-  // ff1, ff2, then the head's pre-classifier and classifier; see BertModel::forward), the
-  // head's product inputs, and the bf16 copy of an output gradient.
-  std::vector<PreparedWeightBf16> weights_bf16;
-  // forward() prepares weights_bf16 from the parameters on every call, unless reuse_prepared
-  // is set and they were last prepared from the same parameters pointer (prepared_from) with
-  // backward's layout when training. Only a caller that knows the parameters have not changed
-  // since sets it (predict_logits, for the length of one call, with PreparedWeightsReuse);
-  // preparing costs about 8 ms a DistilBERT layer, more than a whole forward of one short
-  // sequence.
-  bool reuse_prepared = false;
-  const float* prepared_from = nullptr;
-  bool prepared_with_backward = false;
+  // bf16 precision only: the head's product inputs and the bf16 copy of an output gradient.
   // bf16 only: fp32 tensors that feed only bf16 products and residual adds, so backward never
   // reads them, live in two buffers shared by all layers instead of one per layer: the hidden
   // state (x0, then each layer's h1 and out, unless hidden states are kept) and the attention
@@ -113,6 +101,20 @@ struct Activations {
   // (the first tokens) unless the forward ran with ModelInput::full_last_layer.
   const float* hidden(int l) const { return l == 0 ? x0.data() : layers[l - 1].out.data(); }
 
+  // The tensors as the precision of the last resize() stores them (Rows, model/linear.h): what
+  // the layer code hands to the ops, which read the form their precision uses.
+  float* embedded();        // (N,C) x0: own buffer in fp32 or keeping hidden states, else shared
+  float* layer_out(int l);  // (N,C) layer l's output, as embedded()
+  Rows layer_in(int l);     // the layer's input (embedded() or layer_out(l-1)), + bf16 slot
+  Rows qkv(int l);          // fp32, or bf16 alone
+  Rows att(int l);          // fp32 (bf16: shared) + bf16 slot
+  Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot
+  Rows ff1(int l);          // fp32, or bf16 alone
+  Rows act(int l);          // fp32, or bf16 alone
+  Rows head_in();           // (B,C) cls + bf16 slot
+  Rows classifier_in();     // (B,C) pre_drop + bf16 slot
+  std::uint16_t* dy_scratch() { return bf16_now_ ? dy_bf16.data() : nullptr; }
+
  private:
   std::int64_t capacity_rows_ = 0;
   std::int64_t f32_rows_ = 0;     // rows of qkv, att, h1, ff1, act (allocated in fp32 only)
@@ -121,25 +123,7 @@ struct Activations {
   int capacity_batch_ = 0;
   bool training_ = false;
   bool bf16_ = false;
-};
-
-// Lets forward() reuse the prepared bf16 weights while it lives: the parameters must not change
-// meanwhile. The first forward after it is made prepares afresh (they may have changed before).
-class PreparedWeightsReuse {
- public:
-  explicit PreparedWeightsReuse(Activations& a) : a_(a) {
-    a_.prepared_from = nullptr;
-    a_.reuse_prepared = true;
-  }
-  ~PreparedWeightsReuse() {
-    a_.reuse_prepared = false;
-    a_.prepared_from = nullptr;
-  }
-  PreparedWeightsReuse(const PreparedWeightsReuse&) = delete;
-  PreparedWeightsReuse& operator=(const PreparedWeightsReuse&) = delete;
-
- private:
-  Activations& a_;
+  bool bf16_now_ = false, keep_hidden_now_ = true;  // the last resize()'s
 };
 
 }  // namespace bertfit

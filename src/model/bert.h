@@ -1,6 +1,6 @@
-// The DistilBERT / BERT sequence classifier: an explicit per-layer forward and the mirrored
-// backward over the flat parameter buffer described by ParamLayout. Training and inference
-// share model_forward; model_backward is model_forward read bottom-up, line by line.
+// The DistilBERT / BERT sequence classifier: embeddings, the encoder layers (model/layer.h) and
+// the head, forward and the mirrored backward, over the flat parameter buffer described by
+// ParamLayout (read through ModelWeights). Training and inference share the forward.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include "model/activations.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "model/precision.h"
+#include "model/weights.h"
 
 namespace bertfit {
 
@@ -46,19 +48,18 @@ struct DropoutState {
   std::uint64_t micro = 0;
 };
 
-// Precision of the matrix products. kBF16: inputs and weights rounded to bf16, fp32
-// accumulation and outputs; parameters, gradients, optimizer state, LayerNorm, softmax,
-// attention and the loss stay fp32 (mixed precision as PyTorch's autocast does it).
-enum class Precision { kF32, kBF16 };
-
 class BertModel {
  public:
   BertModel(const ModelConfig& config, const ParamLayout& layout,
             Precision precision = Precision::kF32)
       : config_(config), layout_(layout), precision_(precision) {}
 
-  // Fills acts (including acts.logits (B,K)) from params.
-  void forward(const float* params, const ModelInput& in, const DropoutState& dropout,
+  // Weights for this model's precision, to prepare() from the parameters (model/weights.h).
+  ModelWeights make_weights() const { return ModelWeights(config_, layout_, precision_); }
+
+  // Fills acts (including acts.logits (B,K)) from the weights, which must be prepared (with
+  // backward's copies when this forward keeps backward state).
+  void forward(const ModelWeights& weights, const ModelInput& in, const DropoutState& dropout,
                Activations& acts) const;
 
   // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF
@@ -73,7 +74,7 @@ class BertModel {
   // if set, is called whenever every gradient at flat offsets >= o is final, with decreasing
   // o: after the head, after each weight group of each layer (ln2, ff2, ff1, ln1, o, qkv), and
   // with 0 after the embeddings, so communication can start early.
-  void backward(const float* params, float* grads, const ModelInput& in,
+  void backward(const ModelWeights& weights, float* grads, const ModelInput& in,
                 const DropoutState& dropout, Activations& acts,
                 const std::function<void(std::int64_t)>& on_grads_ready = {}) const;
 
@@ -90,11 +91,6 @@ class BertModel {
   const ParamLayout& layout_;
   Precision precision_;
 };
-
-// "fp32" / "bf16" -> Precision; Error naming the flag otherwise. With bf16 on a CPU without
-// native bf16 products, logs a warning and returns kF32 (emulated bf16 is slower than fp32).
-Precision parse_precision(const std::string& name);
-const char* precision_name(Precision p);
 
 // Dropout sites within a layer, for dropout keys.
 enum DropoutSite : std::uint32_t {

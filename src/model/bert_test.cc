@@ -1,8 +1,8 @@
 // BertModel's contracts that are not numbers: backward reports finished gradients exactly at
 // grad_ready_offsets(), in that order, and each report is true (no gradient at or past the
 // reported offset changes afterwards), which is what lets a reducer send those buckets while
-// backward still runs; and backward after a forward that kept no backward state aborts with a
-// message instead of reaching the products.
+// backward still runs; and backward after a forward that kept no backward state, or a forward
+// with weights not prepared for it, aborts with a message instead of reaching the products.
 #include "model/bert.h"
 
 #include <gtest/gtest.h>
@@ -46,13 +46,15 @@ void check_ready_reports(Arch arch, Precision precision, bool train) {
   in.for_backward = true;  // an eval-mode forward (train false) must keep backward's state too
   Activations acts;
   const DropoutState dropout{.train = train, .seed = 3};
-  model.forward(params.data(), in, dropout, acts);
+  ModelWeights weights = model.make_weights();
+  weights.prepare(params.data(), /*with_backward=*/true);
+  model.forward(weights, in, dropout, acts);
   const std::vector<float> labels = {0, 2, 1};
   model.loss(labels.data(), 1.0f, acts);
   grads.zero();
   std::vector<std::int64_t> reported;
   std::vector<std::vector<float>> snapshots;
-  model.backward(params.data(), grads.data(), in, dropout, acts, [&](std::int64_t from) {
+  model.backward(weights, grads.data(), in, dropout, acts, [&](std::int64_t from) {
     reported.push_back(from);
     snapshots.emplace_back(grads.data() + from, grads.data() + layout.total());
   });
@@ -82,11 +84,31 @@ TEST(BertModelDeathTest, BackwardWithoutBackwardStateAborts) {
   BertModel model(c, layout);
   Batch batch(c);
   Activations acts;
-  model.forward(params.data(), batch.input(), DropoutState{}, acts);  // eval, no for_backward
+  ModelWeights weights = model.make_weights();
+  weights.prepare(params.data(), /*with_backward=*/true);
+  model.forward(weights, batch.input(), DropoutState{}, acts);  // eval, no for_backward
   const std::vector<float> labels = {0, 1, 1};
   model.loss(labels.data(), 1.0f, acts);
-  EXPECT_DEATH(model.backward(params.data(), grads.data(), batch.input(), DropoutState{}, acts),
+  EXPECT_DEATH(model.backward(weights, grads.data(), batch.input(), DropoutState{}, acts),
                "kept no backward state");
+}
+
+// The prepared weights are the forward's input, not a cache it keeps: using them unprepared, or
+// keeping backward state with weights prepared for the forward alone, is refused with a message.
+TEST(BertModelDeathTest, ForwardChecksItsWeights) {
+  ModelConfig c = small_test_config(Arch::kDistilBert, 2);
+  ParamLayout layout(c);
+  AlignedBuffer<float> params(layout.total());
+  init_params(layout, c, 5, params.data());
+  BertModel model(c, layout);
+  Batch batch(c);
+  Activations acts;
+  ModelWeights weights = model.make_weights();
+  EXPECT_DEATH(model.forward(weights, batch.input(), DropoutState{}, acts), "not prepared");
+  weights.prepare(params.data(), /*with_backward=*/false);
+  model.forward(weights, batch.input(), DropoutState{}, acts);  // eval: fine
+  const DropoutState train{.train = true, .seed = 1};
+  EXPECT_DEATH(model.forward(weights, batch.input(), train, acts), "with_backward");
 }
 
 }  // namespace

@@ -57,17 +57,19 @@ void check(Arch arch, Precision precision, double bound) {
     }
   const std::vector<float> labels = {0, 2, 1, 1, 0};
   BertModel model(c, layout, precision);
+  ModelWeights weights = model.make_weights();
+  weights.prepare(params.data(), /*with_backward=*/true);
   auto run = [&](bool unpadded) {
     ModelInput in{B, T, ids.data(), types.data(), mask.data()};
     in.unpadded = unpadded;
     Activations acts;
     const DropoutState train{.train = true, .seed = 5};
-    model.forward(params.data(), in, train, acts);
+    model.forward(weights, in, train, acts);
     Run r;
     r.loss = model.loss(labels.data(), 1.0f, acts);
     r.logits.assign(acts.logits.data(), acts.logits.data() + B * c.num_labels);
     r.grads = AlignedBuffer<float>(layout.total());
-    model.backward(params.data(), r.grads.data(), in, train, acts);
+    model.backward(weights, r.grads.data(), in, train, acts);
     r.packed = acts.packed;
     return r;
   };

@@ -27,13 +27,14 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
   BatchOptions options;
   options.pad_to_multiple_of = pad_to_multiple_of;
   options.max_len = model.config().max_positions;
-  const PreparedWeightsReuse reuse(acts);  // params do not change during this call
+  ModelWeights weights = model.make_weights();
+  weights.prepare(params, /*with_backward=*/false);  // the parameters do not change meanwhile
   for (std::int64_t first = 0; first < n; first += batch_size) {
     std::int64_t count = std::min<std::int64_t>(batch_size, n - first);
     Batch batch = make_batch(examples, std::span(order).subspan(first, count), options);
     ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
                   batch.attention_mask.data()};
-    model.forward(params, in, DropoutState{}, acts);
+    model.forward(weights, in, DropoutState{}, acts);
     for (int b = 0; b < batch.B; ++b) {
       std::copy(acts.logits.data() + std::int64_t{b} * K,
                 acts.logits.data() + std::int64_t{b + 1} * K,

@@ -17,6 +17,7 @@ TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* com
       optimizer_(optimizer),
       comm_(comm),
       seed_(seed),
+      weights_(model.make_weights()),
       grads_(model.layout().total()) {
   if (comm_ == nullptr || comm_->world() == 1) return;
   rank_ = comm_->rank();
@@ -46,6 +47,9 @@ StepReport TrainStep::run(float* params, const std::vector<MicroBatch>& micro, s
                             static_cast<std::int64_t>(m.batch->input_ids.size()));
   }
   double loss = 0, grad_squares = 0;
+  Timer prepare;
+  weights_.prepare(params, /*with_backward=*/true);  // the parameters changed in the last step
+  report.forward_s += prepare.seconds();
   for (std::size_t k = 0; k < micro.size(); ++k) {
     const bool last = k + 1 == micro.size();
     // On the last micro-batch the reducer sends each bucket as backward finishes it.
@@ -58,13 +62,13 @@ StepReport TrainStep::run(float* params, const std::vector<MicroBatch>& micro, s
                                  .step = static_cast<std::uint64_t>(step),
                                  .micro = static_cast<std::uint64_t>(k * world_ + rank_)};
       Timer phase;
-      model_.forward(params, in, dropout, acts_);
+      model_.forward(weights_, in, dropout, acts_);
       loss += micro[k].share * model_.loss(b->labels.data(), micro[k].share, acts_);
       report.forward_s += phase.seconds();
       phase.reset();
       std::function<void(std::int64_t)> on_grads_ready;
       if (reducer_ && last) on_grads_ready = [this](std::int64_t from) { reducer_->ready(from); };
-      model_.backward(params, grads_.data(), in, dropout, acts_, on_grads_ready);
+      model_.backward(weights_, grads_.data(), in, dropout, acts_, on_grads_ready);
       report.backward_s += phase.seconds();
     }
     if (reducer_ && last) {

@@ -68,6 +68,7 @@ class TrainStep {
   Communicator* comm_;
   std::uint64_t seed_;
   int rank_ = 0, world_ = 1;
+  ModelWeights weights_;  // prepared from the parameters once per step
   AlignedBuffer<float> grads_;
   Activations acts_;
   std::unique_ptr<GradReducer> reducer_;

@@ -30,6 +30,14 @@
 namespace bertfit {
 namespace {
 
+// The model's weights prepared from params (with backward's copies, which every use here may
+// need); prepared afresh at each call, as the parameters may have changed.
+ModelWeights prepared(const BertModel& model, const float* params) {
+  ModelWeights w = model.make_weights();
+  w.prepare(params, /*with_backward=*/true);
+  return w;
+}
+
 const std::string kGolden = std::string(BERTFIT_SHARED_DIR) + "/golden/";
 
 struct GoldenBatch {
@@ -100,7 +108,7 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
   ModelInput in = slice(batch_, 0, batch_.B);
   in.unpadded = false;
   in.full_last_layer = true;  // the last layer's hidden states of every token too
-  model.forward(state_.params.data(), in, DropoutState{}, acts);
+  model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   auto logits = read_tensor(*golden_, "eval.logits");
   EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
   for (int l = 0; l <= state_.config.layers; ++l) {
@@ -108,10 +116,10 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
     EXPECT_LT(rel_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
   }
   in.full_last_layer = false;  // the default: the last layer on the [CLS] rows only
-  model.forward(state_.params.data(), in, DropoutState{}, acts);
+  model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4) << "last layer on [CLS] rows only";
   in.unpadded = true;
-  model.forward(state_.params.data(), in, DropoutState{}, acts);
+  model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   ASSERT_TRUE(acts.packed) << "the golden batch has padding";
   EXPECT_LT(acts.N, std::int64_t{batch_.B} * batch_.T);
   EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
@@ -137,14 +145,14 @@ void Golden::check_gradients(bool unpadded, bool full_last_layer) {
   ModelInput in = slice(batch_, 0, batch_.B);
   in.unpadded = unpadded;
   in.full_last_layer = full_last_layer;
-  model.forward(state_.params.data(), in, train, acts);
+  model.forward(prepared(model, state_.params.data()), in, train, acts);
   double loss = model.loss(batch_.labels.data(), 1.0f, acts);
   EXPECT_LT(rel_err(acts.logits.data(), read_tensor(*golden_, "train.logits")), 1e-4);
   auto want_loss = read_tensor(*golden_, "train.loss");
   EXPECT_NEAR(loss, want_loss[0], 1e-5 * std::fabs(want_loss[0]));
 
   AlignedBuffer<float> grads(state_.layout.total());
-  model.backward(state_.params.data(), grads.data(), in, train, acts);
+  model.backward(prepared(model, state_.params.data()), grads.data(), in, train, acts);
   double largest = 0;
   for (const ParamEntry& e : state_.layout.entries()) {
     largest = std::max(largest, l2(read_tensor(*golden_, "grad." + e.name).data(), e.size));
@@ -205,9 +213,9 @@ void Golden::check_trajectory(const TrajectoryBounds& bounds) {
     ModelInput in = slice(batch_, first, 4);
     DropoutState train{.train = true, .seed = 1, .step = static_cast<std::uint64_t>(s)};
     grads.zero();
-    model.forward(params.data(), in, train, acts);
+    model.forward(prepared(model, params.data()), in, train, acts);
     double loss = model.loss(batch_.labels.data() + first, 1.0f, acts);
-    model.backward(params.data(), grads.data(), in, train, acts);
+    model.backward(prepared(model, params.data()), grads.data(), in, train, acts);
     double norm = grad_norm(grads.data(), state_.layout.total());
     double step_lr = linear_schedule_lr(lr, s, warmup, steps);
     lr_sum += step_lr;
@@ -281,7 +289,7 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   ModelInput padded = slice(batch_, 0, batch_.B);
   padded.unpadded = false;  // hidden states of every row, as HF's
   padded.full_last_layer = true;
-  eval_model.forward(state_.params.data(), padded, DropoutState{}, acts);
+  eval_model.forward(prepared(eval_model, state_.params.data()), padded, DropoutState{}, acts);
   double worst = rel_err(acts.logits.data(), read_tensor(*golden_, "eval.logits"));
   EXPECT_LT(worst, 1e-2);
   for (int l = 0; l <= state_.config.layers; ++l) {
@@ -293,12 +301,12 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   BertModel model(config, state_.layout, Precision::kBF16);
   DropoutState train{.train = true, .seed = 1};
   ModelInput in = slice(batch_, 0, batch_.B);
-  model.forward(state_.params.data(), in, train, acts);
+  model.forward(prepared(model, state_.params.data()), in, train, acts);
   double loss = model.loss(batch_.labels.data(), 1.0f, acts);
   auto want_loss = read_tensor(*golden_, "train.loss");
   EXPECT_NEAR(loss, want_loss[0], 1e-2 * std::fabs(want_loss[0]));
   AlignedBuffer<float> grads(state_.layout.total());
-  model.backward(state_.params.data(), grads.data(), in, train, acts);
+  model.backward(prepared(model, state_.params.data()), grads.data(), in, train, acts);
   double largest = 0, worst_grad = 0;
   for (const ParamEntry& e : state_.layout.entries()) {
     largest = std::max(largest, l2(read_tensor(*golden_, "grad." + e.name).data(), e.size));

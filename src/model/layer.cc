@@ -1,0 +1,192 @@
+// One encoder layer, forward and backward (see layer.h for the formulas).
+#include "model/layer.h"
+
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/kernels.h"
+#include "model/bert.h"
+
+namespace bertfit {
+namespace {
+
+ActKind act_kind(Activation a) {
+  switch (a) {
+    case Activation::kGelu:
+      return ActKind::kGelu;
+    case Activation::kGeluNew:
+      return ActKind::kGeluNew;
+    case Activation::kRelu:
+      return ActKind::kRelu;
+  }
+  return ActKind::kGelu;
+}
+
+// Pointers to one encoder layer's tensors inside a flat buffer (here: the gradients).
+struct LayerTensors {
+  float* qkv_w;  // (3C,C): q, k, v weights are adjacent in the layout
+  float* qkv_b;  // (3C)
+  float *o_w, *o_b, *ln1_w, *ln1_b, *ff1_w, *ff1_b, *ff2_w, *ff2_b, *ln2_w, *ln2_b;
+};
+
+LayerTensors layer_tensors(const ParamLayout& lay, float* base, int l) {
+  auto p = [&](Role r) { return base + lay.offset(r, l); };
+  return {p(Role::kQW),   p(Role::kQB),   p(Role::kOW),   p(Role::kOB),
+          p(Role::kLn1W), p(Role::kLn1B), p(Role::kFf1W), p(Role::kFf1B),
+          p(Role::kFf2W), p(Role::kFf2B), p(Role::kLn2W), p(Role::kLn2B)};
+}
+
+// The kernels below read the one form their precision keeps (Activations' views hold one).
+void activate(ActKind kind, Rows out, Rows x, std::int64_t n) {
+  if (x.bf16 != nullptr) return activation_forward_bf16(kind, out.bf16, x.bf16, n);
+  activation_forward(kind, out.f32, x.f32, n);
+}
+
+void attend(float* out, float* probs, Rows qkv, const LayerRun& run, AttentionShape shape,
+            std::uint64_t key) {
+  if (qkv.bf16 != nullptr) {
+    return attention_forward(out, probs, qkv.bf16, run.mask, shape, run.p_attn, key);
+  }
+  attention_forward(out, probs, qkv.f32, run.mask, shape, run.p_attn, key);
+}
+
+void attend_backward(float* dqkv, const float* dout, Rows qkv, const float* probs,
+                     const LayerRun& run, AttentionShape shape, std::uint64_t key) {
+  if (qkv.bf16 != nullptr) {
+    return attention_backward(dqkv, dout, qkv.bf16, probs, run.mask, shape, run.p_attn, key);
+  }
+  attention_backward(dqkv, dout, qkv.f32, probs, run.mask, shape, run.p_attn, key);
+}
+
+void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C) {
+  if (x.bf16 != nullptr) return unpack_rows(x.bf16, rows, R, N, C);
+  unpack_rows(x.f32, rows, R, N, C);
+}
+
+}  // namespace
+
+EncoderLayer::EncoderLayer(const ModelWeights& w, int layer)
+    : w_(w),
+      l_(layer),
+      qkv_(w.linear(Role::kQW, layer)),
+      o_(w.linear(Role::kOW, layer)),
+      ff1_(w.linear(Role::kFf1W, layer)),
+      ff2_(w.linear(Role::kFf2W, layer)) {}
+
+bool EncoderLayer::first_tokens_only(const Activations& a) const {
+  return a.cls_only && l_ == w_.config().layers - 1;
+}
+
+void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
+  const ModelConfig& c = w_.config();
+  const int l = l_, B = a.B, C = c.hidden;
+  const std::int64_t N = a.N, I = c.intermediate, padded = std::int64_t{B} * a.T;
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  const DropoutState& d = *run.dropout;
+  auto key = [&](DropoutSite site) { return dropout_key(d.seed, d.step, d.micro, l, site); };
+  LayerActivations& s = a.layers[l];
+  const Rows x = a.layer_in(l), qkv = a.qkv(l), att = a.att(l), h1 = a.h1(l), ff1 = a.ff1(l),
+             act = a.act(l);
+  float* out = a.layer_out(l);
+  const bool first_only = first_tokens_only(a);
+
+  // a = Attn(x), on the padded layout.
+  qkv_.forward(qkv, x, N);
+  if (a.packed) unpack(qkv, a.token_rows.data(), N, padded, 3 * C);
+  AttentionShape shape = run.shape;
+  if (first_only) shape.max_queries = 1;
+  attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs));
+  // Back to token rows: M of them, the B first tokens or all N.
+  std::int64_t M = N;
+  const float* xr = x.f32;  // the residual input, (M,C)
+  if (first_only) {
+    M = B;
+    pack_rows(att.f32, a.first_rows.data(), B, C);
+    gather_rows(a.first_x.data(), x.f32, a.cls_rows.data(), B, C);
+    xr = a.first_x.data();
+  } else if (a.packed) {
+    pack_rows(att.f32, a.token_rows.data(), N, C);
+  }
+  // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1).
+  o_.forward(Rows{s.res1.data()}, att, M);
+  if (c.arch == Arch::kBert) {
+    dropout_forward(s.res1.data(), s.res1.data(), M * C, run.p_hidden, key(kSiteAttentionOutput));
+  }
+  add_forward(s.res1.data(), s.res1.data(), xr, M * C);
+  layernorm_forward(h1.f32, s.mean1.data(), s.rstd1.data(), s.res1.data(), w_(Role::kLn1W, l),
+                    w_(Role::kLn1B, l), M, C, eps);
+  // f = act(h1·W1ᵀ + b1); r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2).
+  ff1_.forward(ff1, h1, M);
+  activate(act_kind(c.activation), act, ff1, M * I);
+  ff2_.forward(Rows{s.res2.data()}, act, M);
+  dropout_forward(s.res2.data(), s.res2.data(), M * C, run.p_hidden, key(kSiteFfnOutput));
+  add_forward(s.res2.data(), s.res2.data(), h1.f32, M * C);
+  layernorm_forward(out, s.mean2.data(), s.rstd2.data(), s.res2.data(), w_(Role::kLn2W, l),
+                    w_(Role::kLn2B, l), M, C, eps);
+}
+
+void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
+                            const std::function<void(std::int64_t)>& ready) const {
+  const ModelConfig& c = w_.config();
+  const ParamLayout& lay = w_.layout();
+  const int l = l_, B = a.B, C = c.hidden;
+  const std::int64_t N = a.N, padded = std::int64_t{B} * a.T;
+  const DropoutState& d = *run.dropout;
+  auto key = [&](DropoutSite site) { return dropout_key(d.seed, d.step, d.micro, l, site); };
+  LayerActivations& s = a.layers[l];
+  const Rows x = a.layer_in(l), qkv = a.qkv(l), att = a.att(l), h1 = a.h1(l), ff1 = a.ff1(l),
+             act = a.act(l);
+  const LayerTensors g = layer_tensors(lay, grads, l);
+  const LinearScratch scratch{a.dy_scratch()};
+  const bool first_only = first_tokens_only(a);
+  const std::int64_t M = first_only ? B : N;  // rows after attention (see forward)
+
+  // out = LN2(r2), r2 = h1 + Drop(f2): d_h1 starts as d_r2 (LN2's backward writes it there).
+  layernorm_backward(a.d_h1.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(),
+                     w_(Role::kLn2W, l), s.mean2.data(), s.rstd2.data(), M, C);
+  ready(lay.offset(Role::kLn2W, l));
+  dropout_backward(a.d_ff2.data(), a.d_h1.data(), M * C, run.p_hidden, key(kSiteFfnOutput));
+  // f2 = f·W2ᵀ + b2
+  ff2_.backward(a.d_act.data(), Output::kOverwrite, g.ff2_w, g.ff2_b, a.d_ff2.data(), act, scratch,
+                M);
+  ready(lay.offset(Role::kFf2W, l));
+  // f = act(h1·W1ᵀ + b1): d_h1 += the product's input gradient
+  ff1_.backward_through_activation(act_kind(c.activation), a.d_h1.data(), Output::kAccumulate,
+                                   g.ff1_w, g.ff1_b, a.d_act.data(), ff1, act, a.d_ff1.data(), h1,
+                                   scratch, M);
+  ready(lay.offset(Role::kFf1W, l));
+  // h1 = LN1(r1), r1 = x + Drop(a·Woᵀ + bo): d_in starts as d_r1 (LN1's backward writes it
+  // there); the projection's backward reads it before anything adds to it.
+  layernorm_backward(a.d_in.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(),
+                     w_(Role::kLn1W, l), s.mean1.data(), s.rstd1.data(), M, C);
+  ready(lay.offset(Role::kLn1W, l));
+  const float* d_proj = a.d_in.data();
+  if (c.arch == Arch::kBert) {
+    dropout_backward(a.d_att_proj.data(), a.d_in.data(), M * C, run.p_hidden,
+                     key(kSiteAttentionOutput));
+    d_proj = a.d_att_proj.data();
+  }
+  o_.backward(a.d_att.data(), Output::kOverwrite, g.o_w, g.o_b, d_proj, att, scratch, M);
+  ready(lay.offset(Role::kOW, l));
+  // a = Attn(qkv), on the padded layout.
+  AttentionShape shape = run.shape;
+  if (first_only) {
+    shape.max_queries = 1;
+    // The B rows back to the token rows: d_att to the padded first rows, the residual's
+    // gradient d_in to the first tokens' rows (zero elsewhere).
+    unpack_rows(a.d_att.data(), a.first_rows.data(), B, padded, C);
+    unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
+  } else if (a.packed) {
+    unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
+  }
+  std::memset(a.d_qkv.data(), 0, sizeof(float) * padded * 3 * C);  // the kernel accumulates
+  attend_backward(a.d_qkv.data(), a.d_att.data(), qkv, s.probs.data(), run, shape,
+                  key(kSiteAttentionProbs));
+  if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
+  // qkv = x·Wqkvᵀ + bqkv: d_in += the product's input gradient
+  qkv_.backward(a.d_in.data(), Output::kAccumulate, g.qkv_w, g.qkv_b, a.d_qkv.data(), x, scratch,
+                N);
+  ready(lay.layer_begin(l));
+}
+
+}  // namespace bertfit

@@ -1,0 +1,57 @@
+// One DistilBERT / BERT encoder layer, forward and backward (Hugging Face semantics):
+//   a  = Attn(x)                       scaled dot-product attention, dropout on probabilities
+//   r1 = x + Drop(a·Woᵀ + bo)          BERT drops here (BertSelfOutput); DistilBERT does not
+//   h1 = LN1(r1)
+//   f  = act(h1·W1ᵀ + b1)
+//   r2 = h1 + Drop(f·W2ᵀ + b2)
+//   out = LN2(r2)
+// The backward is the forward read bottom-up. The products are Linear ops bound to the layer's
+// weights in their precision (model/linear.h), and the tensors come from Activations in the
+// form that precision keeps: nothing here branches on the precision.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "kernels/attention.h"
+#include "model/activations.h"
+#include "model/linear.h"
+#include "model/weights.h"
+
+namespace bertfit {
+
+struct DropoutState;
+
+// What every layer of one forward (and its backward) shares.
+struct LayerRun {
+  AttentionShape shape;                // the padded (B,T) batch; skips padding queries if packed
+  const std::int32_t* mask = nullptr;  // (B,T) attention mask
+  const DropoutState* dropout = nullptr;
+  float p_hidden = 0, p_attn = 0;  // dropout probabilities (0 outside training)
+};
+
+class EncoderLayer {
+ public:
+  EncoderLayer(const ModelWeights& weights, int layer);
+
+  // a.layer_in(l) -> a.layer_out(l), saving what backward reads. When a.cls_only and this is
+  // the last layer, only the first token of each sequence reaches the head: attention computes
+  // query row 0 alone and the rest of the layer runs on those B rows (out holds B rows).
+  void forward(const LayerRun& run, Activations& a) const;
+
+  // From a.d_out (gradient w.r.t. the layer's output, rows as forward wrote them) to a.d_in
+  // (w.r.t. its input, N rows); the layer's parameter gradients += into grads (ParamLayout's
+  // flat buffer). ready(o) after each weight group (ln2, ff2, ff1, ln1, o, qkv): every gradient
+  // at offsets >= o is final (BertModel::grad_ready_offsets lists them).
+  void backward(const LayerRun& run, float* grads, Activations& a,
+                const std::function<void(std::int64_t)>& ready) const;
+
+ private:
+  bool first_tokens_only(const Activations& a) const;
+
+  const ModelWeights& w_;
+  int l_;
+  Linear qkv_, o_, ff1_, ff2_;
+};
+
+}  // namespace bertfit

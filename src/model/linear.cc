@@ -1,0 +1,65 @@
+// Linear products in fp32 or bf16 (see linear.h).
+#include "model/linear.h"
+
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/kernels.h"
+
+namespace bertfit {
+
+Linear::Linear(const float* w, const float* b, const PreparedWeightBf16* prepared, std::int64_t N,
+               std::int64_t K)
+    : w_(w), b_(b), prepared_(prepared), N_(N), K_(K) {
+  CHECK(prepared == nullptr || (prepared->N() == N && prepared->K() == K), "a Linear (", N, ", ", K,
+        ") bound to a prepared weight of another shape");
+}
+
+const PreparedWeightBf16& Linear::prepared() const {
+  CHECK(prepared_ != nullptr, "bf16 product without its prepared weight");
+  return *prepared_;
+}
+
+void Linear::forward(Rows y, Rows x, std::int64_t M) const {
+  if (prepared_ == nullptr) {
+    CHECK(x.f32 != nullptr && y.f32 != nullptr, "fp32 product without fp32 operands");
+    return linear_forward(y.f32, x.f32, w_, b_, M, K_, N_);
+  }
+  CHECK(x.bf16 != nullptr, "bf16 product without a bf16 input");
+  if (x.f32 != nullptr) cast_f32_to_bf16(x.bf16, x.f32, M * K_);
+  if (y.f32 != nullptr) return linear_forward_bf16(y.f32, x.bf16, prepared(), b_, M);
+  CHECK(y.bf16 != nullptr, "product without an output");
+  linear_forward_bf16_out(y.bf16, x.bf16, prepared(), b_, M);
+}
+
+void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,
+                      LinearScratch scratch, std::int64_t M) const {
+  if (prepared_ == nullptr) {
+    bias_backward(db, dy, M, static_cast<int>(N_));
+    linear_backward_weight(dw, dy, x.f32, M, K_, N_);
+    linear_backward_input(dx, dy, w_, M, K_, N_, dx_out);
+    return;
+  }
+  bias_backward_cast(db, scratch.dy_bf16, dy, M, static_cast<int>(N_));  // one pass over dy
+  linear_backward_weight_bf16(dw, scratch.dy_bf16, x.bf16, M, K_, N_);
+  linear_backward_input_bf16(dx, scratch.dy_bf16, prepared(), M, dx_out);
+}
+
+void Linear::backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw,
+                                         float* db, const float* dz, Rows y, Rows z, float* d_pre,
+                                         Rows x, LinearScratch scratch, std::int64_t M) const {
+  if (prepared_ == nullptr) {
+    std::memset(d_pre, 0, sizeof(float) * M * N_);  // activation_backward accumulates
+    activation_backward(act, d_pre, dz, y.f32, z.f32, M * N_);
+    backward(dx, dx_out, dw, db, d_pre, x, scratch, M);
+    return;
+  }
+  // dy goes straight to bf16 with the bias gradient, never stored in fp32. The kernel reads the
+  // product's output y: GELU's backward needs it, and ReLU's sign of z is y's (z > 0 exactly
+  // when y > 0, NaN included).
+  activation_bias_backward_bf16(act, db, scratch.dy_bf16, dz, y.bf16, M, static_cast<int>(N_));
+  linear_backward_weight_bf16(dw, scratch.dy_bf16, x.bf16, M, K_, N_);
+  linear_backward_input_bf16(dx, scratch.dy_bf16, prepared(), M, dx_out);
+}
+
+}  // namespace bertfit

@@ -1,0 +1,65 @@
+// The model's matrix products in the precision of the weight they are bound to, and the view of
+// the tensors they read and write. The layer code calls the same functions in every precision;
+// what differs (rounding the input, keeping an output in bf16, the fused backward of ff1) lives
+// here, so a further precision adds an implementation here and no branch in the layer.
+#pragma once
+
+#include <cstdint>
+
+#include "gemm/gemm.h"
+#include "kernels/activation.h"
+
+namespace bertfit {
+
+// A tensor of rows as the precision in use stores it (Activations hands these out): fp32 rows;
+// bf16 rows, for a tensor only bf16 products and kernels read, kept in half the bytes; or fp32
+// rows with a bf16 slot of the same shape, which the product reading the rows fills with their
+// rounding and keeps for its weight gradient. Unused forms are null.
+struct Rows {
+  float* f32 = nullptr;
+  std::uint16_t* bf16 = nullptr;
+};
+
+// Scratch of a product's backward: the output gradient rounded to bf16 (bf16 products, M·N).
+struct LinearScratch {
+  std::uint16_t* dy_bf16 = nullptr;
+};
+
+// A PyTorch Linear y = x·wᵀ + b bound to its weight w (N,K), its bias b (N) and, when the
+// products run in bf16, that weight prepared for gemm/ (ModelWeights). The precision is the
+// prepared form's: none is fp32.
+class Linear {
+ public:
+  Linear(const float* w, const float* b, const PreparedWeightBf16* prepared, std::int64_t N,
+         std::int64_t K);
+
+  std::int64_t in_features() const { return K_; }
+  std::int64_t out_features() const { return N_; }
+
+  // y (M,N) = x (M,K)·wᵀ + b. fp32 reads x.f32 into y.f32. bf16 rounds x.f32 (when set) into
+  // x.bf16 and reads that; the output goes to y.f32, or, when y has no fp32 form, to y.bf16
+  // rounded once from the fp32 sum.
+  void forward(Rows y, Rows x, std::int64_t M) const;
+
+  // The input gradient dx (M,K) = dy·w (kOverwrite) or += (kAccumulate), and dw (N,K) += dyᵀ·x,
+  // db (N) += Σ dy, from dy (M,N) and x as forward read it.
+  void backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,
+                LinearScratch scratch, std::int64_t M) const;
+
+  // The same for z = act(y) with y this product's output: from dz (M,N), the product's output y
+  // and the activation's output z as forward kept them, through the activation's backward.
+  // d_pre (M,N) is fp32 scratch (fp32 only: bf16 never stores that gradient in fp32).
+  void backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw, float* db,
+                                   const float* dz, Rows y, Rows z, float* d_pre, Rows x,
+                                   LinearScratch scratch, std::int64_t M) const;
+
+ private:
+  const PreparedWeightBf16& prepared() const;
+
+  const float* w_;
+  const float* b_;
+  const PreparedWeightBf16* prepared_;
+  std::int64_t N_, K_;
+};
+
+}  // namespace bertfit
