@@ -3,39 +3,13 @@
 // produces gradients from the last layer to the first); each bucket is all-reduced as soon as
 // the caller reports it final through ready(), and finish() waits for all of them and scales.
 //
-// Progress mode (CommOptions::progress): measured with `comm_bench overlap`
-// (comm_bench.cc) on 2 emulated nodes of scripts/cluster (1 core each, links shaped to 1 Gbit/s
-// each way) on the 2-core development machine, which other jobs shared; medians of 3-8 rounds in
-// which the configurations take turns. overhead = step time minus the same compute without
-// communication; wait = exposed wait in finish(); compute is one thread with one progress()
-// call per bucket; all-reduce = the same buckets with no compute. Times in ms.
-//
-//   buffer, buckets, compute per bucket (all-reduce)   test between layers   comm thread (yield)
-//                                                       overhead    wait      overhead    wait
-//   66 MB, 16 x 4 MB, 60 ms (561)                          356        61         383        36
-//   66 MB, 16 x 4 MB, 25 ms (567)                          328       136         298        65
-//   264 MB, 4 x 66 MB, 825 ms (2164)                      1202       683        1142       539
-//   264 MB, 11 x 24 MB, 300 ms (2153), two runs      1532, 953  642, 610   924, 668  239, 209
-//   264 MB, 22 x 12 MB, 150 ms (2151)                      708       393         471        77
-//   264 MB, 66 x 4 MB, 50 ms (2146), two runs        1512, 478   71, 160   148, 561    21, 19
-//   264 MB, 11 x 24 MB, 300 ms, bf16 wire (1215)           727       120         690       107
-//   A comm thread sleeping 50 / 200 us between polls instead of yielding: 66 MB at 25 ms:
-//   415/42 and 283/31; 264 MB in 11 buckets: 1391/290 and 1245/312.
-//
-// 264 MB is DistilBERT's fp32 gradient (66 M parameters). Why the comm thread: with buckets
-// whose ring rounds fit in the kernel's socket buffers (4 MB buckets, 2 MB rounds) data keeps
-// flowing between progress() calls, so testing between layers is competitive; with larger
-// buckets a round outgrows the socket buffers and stalls until the next progress() call, and
-// progress() itself spends the caller's time moving data. The comm thread exposed 1.1-8x less
-// wait, at equal or lower overhead within this machine's noise. Yielding between polls beat
-// sleeping; our reading: a yielding thread runs briefly between the compute thread's slices,
-// while a sleeping one wakes (preempting compute) thousands of times a second. Default:
-// kCommThread, poll_interval_us = 0. Buckets of 4-12 MB exposed least (the last bucket started is
-// exposed whole: keep it small; in a real model it is the embeddings).
-//
-// These measurements predate the TCP ring (tcp_ring.h), which now carries the buckets by
-// default on its own thread; the progress mode matters for them only with
-// --grad-transport mpi (and for the other, small collectives).
+// Progress (CommOptions::progress): by default a communication thread moves the buckets while
+// the caller computes, yielding between polls; testing between layers is the alternative. The
+// thread exposed less wait at equal or lower overhead, buckets of 4-12 MB the least (the last
+// bucket started is exposed whole: keep it small; in a real model it is the embeddings). The
+// measurements are in docs/PERFORMANCE.md ("Data-parallel training"). With the TCP ring
+// (tcp_ring.h, the default transport, on its own thread) the progress mode matters only for
+// --grad-transport mpi and for the small collectives.
 #pragma once
 
 #include <cstdint>

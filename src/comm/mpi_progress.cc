@@ -144,11 +144,11 @@ void MpiCommunicator::answer_queries_locked() {
 // (poll_interval_us == 0, the default) the thread yields for a few polls after any completion,
 // then sleeps, doubling the pause from 10 us up to 1/128 of the recent time between
 // completions (clamped to 20 us .. 1 ms), which scales the poll rate with the link speed.
-// poll_interval_us > 0 sleeps that long every time; < 0 always yields (the old behaviour).
+// poll_interval_us > 0 sleeps that long every time; < 0 always yields.
 // When only barriers are outstanding (no data waits in socket buffers for the next poll: the
 // trainer's last barrier waits while rank 0 writes the checkpoint and the model, seconds), the
-// pause keeps doubling up to 10 ms: at the 1 ms cap those waits cost a non-zero rank 0.55-0.7
-// core-s of polling at the end of a 4-node run on the emulated cluster (measured Dec 5).
+// pause keeps doubling up to 10 ms: at the 1 ms cap those waits cost the other ranks a
+// noticeable share of a core in polling (docs/PERFORMANCE.md, "Data-parallel scaling").
 namespace {
 class Pacer {
  public:

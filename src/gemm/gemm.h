@@ -56,8 +56,8 @@ void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::
 // lay it out again on every call: one copy for forward products (x·wᵀ) and, on request, one
 // for backward-input products (dy·w). prepare() makes both from the fp32 weight in one pass
 // each (round to nearest even and lay out), once per weight update; the products below then
-// read it for any M. Measured here: 5-21% faster products than from a plain bf16 weight
-// (docs/PERFORMANCE.md).
+// read it for any M, faster than from a plain bf16 weight (docs/PERFORMANCE.md, "Prepared bf16
+// weights").
 class PreparedWeightBf16 {
  public:
   PreparedWeightBf16();

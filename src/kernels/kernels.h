@@ -2,9 +2,12 @@
 // and inference. Letters: N token rows (B·T when padded), B batch, T tokens per sequence,
 // C channels, H heads, D = C/H head size, I intermediate size, V vocab, K labels.
 //
-// THE ONE RULE: every backward kernel ACCUMULATES (+=) into every gradient it writes, input
-// gradients and parameter gradients alike. Callers zero gradient buffers before a step.
-// Forward kernels overwrite their outputs. Kernels know nothing of models, oneDNN or MPI.
+// Output contract, stated per kernel in its header: forward kernels overwrite their outputs;
+// parameter gradients are always accumulated (+=), so a step's gradient buffer is zeroed once
+// and micro-batches sum into it; an input gradient is accumulated where several terms meet
+// (attention's dqkv, activation_backward's dx, the rows scattered by scatter_add_rows) and
+// written where the kernel's term is the only one (layernorm_backward's and dropout_backward's
+// dx), which saves zeroing it. Kernels know nothing of models, oneDNN or MPI.
 // Every kernel here has a scalar double-precision reference in kernels/ref/ and a
 // finite-difference test.
 #pragma once

@@ -1,9 +1,9 @@
 // ModelWeights: the parameters as the forward and backward read them. The flat fp32 buffer
 // (ParamLayout) and, when the products run in bf16, every product's weight prepared for gemm/
-// from it (rounded and laid out once instead of on every product: about 8 ms a DistilBERT
-// layer, more than a whole forward of one short sequence). The prepared forms are derived
-// state: prepare() after every change of the parameters (TrainStep does it once per optimizer
-// step, evaluation once per call), and the forwards in between share them.
+// from it: rounded and laid out once instead of in every product, which costs more than a whole
+// forward of one short sequence (docs/PERFORMANCE.md, "Prepared bf16 weights"). The prepared forms
+// are derived state: prepare() after every change of the parameters (TrainStep does it once per
+// optimizer step, evaluation once per call), and the forwards in between share them.
 #pragma once
 
 #include <cstdint>
