@@ -10,6 +10,10 @@
 #include "gemm/gemm.h"
 
 #include <algorithm>
+#include <cmath>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -17,6 +21,7 @@
 
 #include "base/aligned.h"
 #include "base/check.h"
+#include "base/parallel.h"
 
 namespace bertfit {
 namespace {
@@ -29,12 +34,13 @@ struct Key {
   bool bias;
   bool bf16;       // a and b are bf16
   bool bf16_out;   // c is bf16 (rounded to nearest even from the fp32 accumulation)
-  bool prepared;   // b is a prepared weight (blocked_bf16_weights); a, b, c two-dimensional
+  bool prepared;   // b is a prepared weight (blocked_weights); a, b, c two-dimensional
   bool reorder_b;  // b is laid out into the primitive's preferred layout before each call
+  bool int8;       // a is u8 and b a prepared s8 weight; c holds the unscaled sums as fp32
   auto tie() const {
     return std::tie(d.batch, d.M, d.N, d.K, d.trans_a, d.trans_b, d.lda, d.ldb, d.ldc, d.stride_a,
                     d.stride_b, d.stride_c, d.alpha, d.beta, bias, bf16, bf16_out, prepared,
-                    reorder_b);
+                    reorder_b, int8);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -76,22 +82,34 @@ memory::desc operand(std::int64_t batch, std::int64_t rows, std::int64_t cols, b
   return memory::desc(dims, type, strides);
 }
 
-// The layout oneDNN's bf16 matmul chooses for a (rows, cols) weight, rows being the reduction:
-// what it would otherwise copy a plain weight into on every call. oneDNN 2.6 here picks the
-// same one (BA16a64b2a) for every M and for all of the model's shapes, so it is queried once
-// with M = 256 and used for any M (a primitive accepts any layout; only speed could differ).
-memory::desc blocked_bf16_weights(const dnnl::engine& engine, std::int64_t rows,
-                                  std::int64_t cols) {
-  const memory::desc src({256, rows}, memory::data_type::bf16, memory::format_tag::ab);
-  const memory::desc w({rows, cols}, memory::data_type::bf16, memory::format_tag::any);
+// The layout oneDNN's matmul chooses for a (rows, cols) weight of type w_type multiplied by an
+// input of type in_type, rows being the reduction: what it would otherwise copy a plain weight
+// into on every call. oneDNN 2.6 here picks one layout per type pair (BA16a64b2a for bf16,
+// BA16a64b4a for s8) for every M and all of the model's shapes, so it is queried once with
+// M = 256 and used for any M (a primitive accepts any layout; only speed could differ).
+memory::desc blocked_weights(const dnnl::engine& engine, std::int64_t rows, std::int64_t cols,
+                             memory::data_type in_type, memory::data_type w_type) {
+  const memory::desc src({256, rows}, in_type, memory::format_tag::ab);
+  const memory::desc w({rows, cols}, w_type, memory::format_tag::any);
   const memory::desc dst({256, cols}, memory::data_type::f32, memory::format_tag::ab);
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w, dst), engine).weights_desc();
+}
+
+memory::desc blocked_bf16_weights(const dnnl::engine& engine, std::int64_t rows,
+                                  std::int64_t cols) {
+  return blocked_weights(engine, rows, cols, memory::data_type::bf16, memory::data_type::bf16);
+}
+
+memory::desc blocked_s8_weights(const dnnl::engine& engine, std::int64_t rows, std::int64_t cols) {
+  return blocked_weights(engine, rows, cols, memory::data_type::u8, memory::data_type::s8);
 }
 
 Cached make_primitive(const Key& key) {
   const MatmulDesc& d = key.d;
   Cached c;
-  const auto in_type = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto in_type = key.int8   ? memory::data_type::u8
+                       : key.bf16 ? memory::data_type::bf16
+                                  : memory::data_type::f32;
   const auto out_type = key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32;
   if (key.prepared || key.reorder_b) {
     // Two-dimensional: oneDNN 2.6 offers its blocked weight layouts for 2-D products only (a
@@ -102,8 +120,9 @@ Cached make_primitive(const Key& key) {
       return memory::desc({rows, cols}, type, trans ? Dims{1, ld} : Dims{ld, 1});
     };
     c.a = operand2(d.M, d.K, d.trans_a, d.lda, in_type);
-    c.b = key.prepared ? blocked_bf16_weights(context().engine, d.K, d.N)
-                       : operand2(d.K, d.N, d.trans_b, d.ldb, in_type);
+    c.b = key.int8       ? blocked_s8_weights(context().engine, d.K, d.N)
+          : key.prepared ? blocked_bf16_weights(context().engine, d.K, d.N)
+                         : operand2(d.K, d.N, d.trans_b, d.ldb, in_type);
     c.c = operand2(d.M, d.N, false, d.ldc, out_type);
     if (key.bias) c.bias = memory::desc({1, d.N}, memory::data_type::f32, Dims{d.N, 1});
   } else {
@@ -142,13 +161,14 @@ Cached make_primitive(const Key& key) {
 // make_primitive chooses for the shape.
 // reorder_b: lay b out into the layout the primitive prefers (in a per-thread scratch buffer)
 // before the product, for an operand oneDNN would otherwise read less efficiently.
+// int8: a is u8, b a prepared s8 weight (prepared_b set), c receives the sums as fp32.
 void run(const MatmulDesc& d, const void* a, const void* b, void* c, const float* bias,
          bool bf16 = false, bool bf16_out = false, const memory::desc* prepared_b = nullptr,
-         bool reorder_b = false) {
+         bool reorder_b = false, bool int8 = false) {
   if (d.batch == 0 || d.M == 0 || d.N == 0) return;
   CHECK(d.K > 0, "matmul with K = 0");
   auto& ctx = context();
-  Key key{d, bias != nullptr, bf16, bf16_out, prepared_b != nullptr, reorder_b};
+  Key key{d, bias != nullptr, bf16, bf16_out, prepared_b != nullptr, reorder_b, int8};
   Cached cached;  // a copy (handles): another thread may evict the entry meanwhile
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
@@ -384,6 +404,164 @@ std::size_t gemm_cache_size() {
   auto& ctx = context();
   std::lock_guard<std::mutex> lock(ctx.mutex);
   return ctx.cache.size();
+}
+
+struct PreparedWeightInt8::Impl {
+  std::int64_t N = 0, K = 0;
+  AlignedBuffer<std::int8_t> wq;  // (N,K) row-major
+  AlignedBuffer<float> scale;     // (N) sw
+  AlignedBuffer<float> colsum;    // (N) Σ_k wq[n,k], for the input's zero point
+  memory::desc desc;              // the blocked layout of the products
+  memory data;
+};
+
+PreparedWeightInt8::PreparedWeightInt8() = default;
+PreparedWeightInt8::~PreparedWeightInt8() = default;
+PreparedWeightInt8::PreparedWeightInt8(PreparedWeightInt8&&) noexcept = default;
+PreparedWeightInt8& PreparedWeightInt8::operator=(PreparedWeightInt8&&) noexcept = default;
+
+void PreparedWeightInt8::prepare(const float* w, std::int64_t N, std::int64_t K) {
+  CHECK(N > 0 && K > 0, "prepared weight of shape (", N, ", ", K, ")");
+  auto& ctx = context();
+  impl_ = std::make_unique<Impl>();
+  Impl& p = *impl_;
+  p.N = N;
+  p.K = K;
+  p.wq.resize(N * K);
+  p.scale.resize(N);
+  p.colsum.resize(N);
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row = w + n * K;
+    float amax = 0;
+    for (std::int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(row[k]));
+    const float scale = amax > 0 ? amax / 127.0f : 1.0f;
+    std::int32_t sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const float q = std::nearbyint(row[k] / scale);
+      p.wq[n * K + k] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+      sum += p.wq[n * K + k];
+    }
+    p.scale[n] = scale;
+    p.colsum[n] = static_cast<float>(sum);
+  }
+  // wq (N,K) row-major is the (K,N) operand wqᵀ with strides (1, K).
+  const memory::desc plain({K, N}, memory::data_type::s8, Dims{1, K});
+  p.desc = blocked_s8_weights(ctx.engine, K, N);
+  p.data = memory(p.desc, ctx.engine);
+  memory src(plain, ctx.engine, p.wq.data());
+  dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, plain, ctx.engine, p.desc))
+      .execute(ctx.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, p.data}});
+  ctx.stream.wait();
+}
+
+std::int64_t PreparedWeightInt8::N() const { return impl_ ? impl_->N : 0; }
+std::int64_t PreparedWeightInt8::K() const { return impl_ ? impl_->K : 0; }
+const std::int8_t* PreparedWeightInt8::quantized() const { return prepared_impl(*this).wq.data(); }
+const float* PreparedWeightInt8::scales() const { return prepared_impl(*this).scale.data(); }
+
+const PreparedWeightInt8::Impl& prepared_impl(const PreparedWeightInt8& w) {
+  CHECK(w.impl_ != nullptr, "product with a weight that was never prepared");
+  return *w.impl_;
+}
+
+namespace {
+
+// GCC 12 reports the deliberately undefined vectors inside its own AVX-512 intrinsics
+// (_mm512_undefined_ps in the reductions and conversions) as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// One row of quantize_rows_u8. q = clamp(round(x / s + z)), rounding to nearest even.
+void quantize_row(std::uint8_t* q, float* scale, std::int32_t* zero, const float* x,
+                  std::int64_t K) {
+  float lo = 0, hi = 0;  // the range includes 0, so that 0 is exact
+  std::int64_t k = 0;
+#if defined(__AVX512F__)
+  __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
+  for (; k + 16 <= K; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    vlo = _mm512_min_ps(vlo, v);
+    vhi = _mm512_max_ps(vhi, v);
+  }
+  lo = _mm512_reduce_min_ps(vlo);
+  hi = _mm512_reduce_max_ps(vhi);
+#endif
+  for (; k < K; ++k) {
+    lo = std::min(lo, x[k]);
+    hi = std::max(hi, x[k]);
+  }
+  const float s = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+  const float inv = 1.0f / s;
+  const float z = std::clamp(std::nearbyint(-lo * inv), 0.0f, 255.0f);
+  k = 0;
+#if defined(__AVX512F__)
+  const __m512 vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
+  const __m512 v0 = _mm512_setzero_ps(), v255 = _mm512_set1_ps(255.0f);
+  for (; k + 16 <= K; k += 16) {
+    __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), vinv, vz);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(v, v0), v255);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k),
+                     _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(v)));
+  }
+#endif
+  for (; k < K; ++k) {
+    q[k] =
+        static_cast<std::uint8_t>(std::clamp(std::nearbyint(std::fma(x[k], inv, z)), 0.0f, 255.0f));
+  }
+  *scale = s;
+  *zero = static_cast<std::int32_t>(z);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void quantize_rows_u8(std::uint8_t* q, float* scale, std::int32_t* zero, const float* x,
+                      std::int64_t M, std::int64_t K) {
+  parallel_for(M * K, 16384, [&](std::int64_t begin, std::int64_t end) {
+    // Row m belongs to the chunk holding element m·K.
+    const std::int64_t first = (begin + K - 1) / K, last = (end + K - 1) / K;
+    for (std::int64_t m = first; m < last; ++m)
+      quantize_row(q + m * K, scale + m, zero + m, x + m * K, K);
+  });
+}
+
+void linear_forward_int8(float* y, const float* x, const PreparedWeightInt8& w, const float* bias,
+                         std::int64_t M) {
+  if (M == 0) return;
+  const auto& p = prepared_impl(w);
+  const std::int64_t K = p.K, N = p.N;
+  const float* w_scale = p.scale.data();
+  const float* w_colsum = p.colsum.data();
+  thread_local AlignedBuffer<std::uint8_t> xq;
+  thread_local AlignedBuffer<float> sx;
+  thread_local AlignedBuffer<std::int32_t> zx;
+  if (static_cast<std::int64_t>(xq.size()) < M * K) xq.resize(M * K);
+  if (static_cast<std::int64_t>(sx.size()) < M) {
+    sx.resize(M);
+    zx.resize(M);
+  }
+  // Pointers, not the thread_local buffers, go into the loops: other threads run them.
+  const float* row_scale = sx.data();
+  const std::int32_t* row_zero = zx.data();
+  quantize_rows_u8(xq.data(), sx.data(), zx.data(), x, M, K);
+  const MatmulDesc d{.M = M, .N = N, .K = K, .lda = K, .ldc = N};
+  run(d, xq.data(), p.data.get_data_handle(), y, nullptr, false, false, &p.desc, false, true);
+  // y holds the exact sums (as fp32); dequantize and add the bias in one pass.
+  parallel_for(M * N, 16384, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t m = (begin + N - 1) / N; m < (end + N - 1) / N; ++m) {  // as quantize_rows_u8
+      float* row = y + m * N;
+      const float s = row_scale[m], z = static_cast<float>(row_zero[m]);
+      for (std::int64_t n = 0; n < N; ++n) {
+        const float v = s * w_scale[n] * (row[n] - z * w_colsum[n]);
+        row[n] = bias != nullptr ? v + bias[n] : v;
+      }
+    }
+  });
+}
+
+bool has_int8_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
 }
 
 bool has_native_bf16() {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace bertfit {
 
@@ -85,6 +86,50 @@ void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const Pre
 // Needs w prepared with_backward.
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const PreparedWeightBf16& w,
                                 std::int64_t M, Output out = Output::kAccumulate);
+
+// int8 inference products. The weight w (N,K) is quantized once, symmetric per output channel
+// (wq = round(w / sw[n]), sw[n] = max|w[n,:]| / 127, in [-127, 127]), and held in the blocked
+// layout oneDNN's VNNI kernels read. Each product quantizes its input x (M,K) per row,
+// asymmetric to u8 (the row's range, widened to include 0, mapped onto [0, 255]: x ≈ sx[m] ·
+// (q - zx[m])); oneDNN multiplies u8 by s8 on VNNI with exact int32 sums, and one pass after
+// it dequantizes and adds the bias: y = sx[m] · sw[n] · (acc - zx[m] · Σ_k wq[n,k]) + b[n].
+// Why per row and u8 (docs/DESIGN.md, "int8 inference"): oneDNN 2.6 runs u8 · s8 products
+// with plain int32 or fp32 output on its fast VNNI kernels, but falls back to slow ones as soon
+// as runtime scales, zero points or per-row post-ops are attached, so the dequantization is
+// ours, and per-row scales then cost nothing over per-tensor ones while fitting each token.
+class PreparedWeightInt8 {
+ public:
+  PreparedWeightInt8();
+  ~PreparedWeightInt8();
+  PreparedWeightInt8(PreparedWeightInt8&&) noexcept;
+  PreparedWeightInt8& operator=(PreparedWeightInt8&&) noexcept;
+
+  // w: (N,K) fp32, row-major.
+  void prepare(const float* w, std::int64_t N, std::int64_t K);
+  std::int64_t N() const;
+  std::int64_t K() const;
+  // The quantized weight as the products use it: wq (N,K) row-major and sw (N).
+  const std::int8_t* quantized() const;
+  const float* scales() const;
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend const Impl& prepared_impl(const PreparedWeightInt8& w);
+};
+
+// y (M,N) = x (M,K) · wᵀ + bias (bias may be null), as described above. Needs has_int8_vnni().
+void linear_forward_int8(float* y, const float* x, const PreparedWeightInt8& w, const float* bias,
+                         std::int64_t M);
+
+// x (M,K) quantized per row as linear_forward_int8 does: q (M,K), scale (M), zero point (M).
+void quantize_rows_u8(std::uint8_t* q, float* scale, std::int32_t* zero, const float* x,
+                      std::int64_t M, std::int64_t K);
+
+// True when the CPU has VNNI (AVX512_VNNI or AVX_VNNI), which int8 products need: without it
+// oneDNN's u8 · s8 kernels sum pairs in saturating 16-bit arithmetic (wrong for some inputs)
+// or run slower than bf16, so callers refuse int8 instead.
+bool has_int8_vnni();
 
 // True when oneDNN runs bf16 products natively on this CPU (AVX512_BF16 or AMX); without it
 // bf16 would be emulated and slower than fp32, so callers fall back to fp32.

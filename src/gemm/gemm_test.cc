@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "base/dtype.h"
@@ -268,6 +269,104 @@ TEST(Gemm, PreparedBf16WeightFollowsUpdates) {
   pw.prepare(w2.data(), 8, 4, true);
   linear_forward_bf16(y3.data(), x3.data(), pw, nullptr, M);
   for (float v : y3) EXPECT_EQ(v, 4.0f);
+}
+
+}  // namespace
+}  // namespace bertfit
+
+namespace bertfit {
+namespace {
+
+TEST(Int8, RowQuantizationRoundTripsWithinHalfAStep) {
+  std::mt19937 rng(4);
+  const std::int64_t M = 5, K = 37;
+  std::vector<float> x = random_vec(M * K, rng);
+  for (std::int64_t k = 0; k < K; ++k) {
+    x[1 * K + k] = 0.25f;                     // constant positive row: range [0, 0.25]
+    x[2 * K + k] = -std::fabs(x[2 * K + k]);  // all negative: zero point 255
+    x[3 * K + k] = 0.0f;                      // all zero
+  }
+  x[4 * K + 3] = 0.0f;
+  std::vector<std::uint8_t> q(M * K);
+  std::vector<float> scale(M);
+  std::vector<std::int32_t> zero(M);
+  quantize_rows_u8(q.data(), scale.data(), zero.data(), x.data(), M, K);
+  for (std::int64_t m = 0; m < M; ++m) {
+    ASSERT_GT(scale[m], 0.0f);
+    ASSERT_GE(zero[m], 0);
+    ASSERT_LE(zero[m], 255);
+    for (std::int64_t k = 0; k < K; ++k) {
+      const float back = scale[m] * (static_cast<float>(q[m * K + k]) - zero[m]);
+      EXPECT_LE(std::fabs(back - x[m * K + k]), 0.5f * scale[m] * 1.0001f) << m << "," << k;
+      if (x[m * K + k] == 0.0f) {
+        EXPECT_EQ(back, 0.0f);  // zero is exact
+      }
+    }
+  }
+  EXPECT_EQ(zero[2], 255);
+  EXPECT_EQ(zero[1], 0);
+}
+
+TEST(Int8, WeightsQuantizedPerOutputChannel) {
+  std::mt19937 rng(5);
+  const std::int64_t N = 9, K = 70;
+  std::vector<float> w = random_vec(N * K, rng);
+  for (std::int64_t k = 0; k < K; ++k) w[4 * K + k] *= 100.0f;  // one channel far larger
+  for (std::int64_t k = 0; k < K; ++k) w[6 * K + k] = 0.0f;     // and one all zero
+  PreparedWeightInt8 p;
+  p.prepare(w.data(), N, K);
+  for (std::int64_t n = 0; n < N; ++n) {
+    int amax = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const int q = p.quantized()[n * K + k];
+      amax = std::max(amax, std::abs(q));
+      EXPECT_LE(std::fabs(q * p.scales()[n] - w[n * K + k]), 0.5f * p.scales()[n] * 1.0001f);
+    }
+    EXPECT_EQ(amax, n == 6 ? 0 : 127) << n;  // each channel uses its whole range
+  }
+}
+
+// The product is exact integer arithmetic on the quantized operands, then one fp32
+// dequantization: compare with the double product of the dequantized operands (tight), and
+// with the fp32 product of the original ones (within quantization error).
+TEST(Int8, LinearForwardIsTheProductOfTheQuantizedOperands) {
+  if (!has_int8_vnni()) GTEST_SKIP() << "no VNNI on this CPU";
+  std::mt19937 rng(6);
+  for (auto [M, K, N] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 768, 768},
+                         {3, 37, 19},
+                         {64, 768, 2304},
+                         {130, 96, 384},
+                         {7, 3072, 768}}) {
+    std::vector<float> x = random_vec(M * K, rng), w = random_vec(N * K, rng),
+                       b = random_vec(N, rng), y(M * N), y_nobias(M * N);
+    for (float& v : x) v = v * 0.5f + 0.3f;  // an off-centre range, as after GELU
+    PreparedWeightInt8 p;
+    p.prepare(w.data(), N, K);
+    linear_forward_int8(y.data(), x.data(), p, b.data(), M);
+    linear_forward_int8(y_nobias.data(), x.data(), p, nullptr, M);
+    std::vector<std::uint8_t> q(M * K);
+    std::vector<float> sx(M);
+    std::vector<std::int32_t> zx(M);
+    quantize_rows_u8(q.data(), sx.data(), zx.data(), x.data(), M, K);
+    double err_q = 0, err_f = 0, norm = 0;
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n) {
+        double dq = 0, full = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          dq += (double{sx[m]} * (q[m * K + k] - zx[m])) *
+                (double{p.scales()[n]} * p.quantized()[n * K + k]);
+          full += double{x[m * K + k]} * w[n * K + k];
+        }
+        err_q = std::max(err_q, std::fabs(y[m * N + n] - (dq + b[n])));
+        ASSERT_NEAR(y[m * N + n] - b[n], y_nobias[m * N + n], 1e-4 * (1 + std::fabs(dq)));
+        err_f += std::pow(y[m * N + n] - (full + b[n]), 2);
+        norm += std::pow(full + b[n], 2);
+      }
+    double scale = 0;
+    for (float v : y) scale = std::max(scale, double{std::fabs(v)});
+    EXPECT_LT(err_q / scale, 1e-5) << M << "x" << K << "x" << N;
+    EXPECT_LT(std::sqrt(err_f / norm), 2e-2) << M << "x" << K << "x" << N;
+  }
 }
 
 }  // namespace

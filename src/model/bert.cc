@@ -119,7 +119,15 @@ void head_backward(const ModelWeights& w, const DropoutState& drop, float* grads
 
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::kF32;
-  if (name != "bf16") throw_error("--precision must be fp32 or bf16, got '", name, "'");
+  if (name == "int8") {
+    if (!has_int8_vnni()) {
+      throw_error(
+          "--precision int8 needs a CPU with VNNI (AVX512_VNNI or AVX_VNNI), which this one "
+          "lacks; use bf16 or fp32");
+    }
+    return Precision::kInt8;
+  }
+  if (name != "bf16") throw_error("--precision must be fp32, bf16 or int8, got '", name, "'");
   if (!has_native_bf16()) {
     log_warn(
         "--precision bf16: this CPU has no native bf16 matrix instructions "
@@ -129,7 +137,17 @@ Precision parse_precision(const std::string& name) {
   return Precision::kBF16;
 }
 
-const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBF16:
+      return "bf16";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kF32:
+      break;
+  }
+  return "fp32";
+}
 
 std::vector<std::int64_t> BertModel::grad_ready_offsets() const {
   const ParamLayout& lay = layout_;
@@ -153,6 +171,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
         "forward with weights not prepared for this model");
   CHECK(w.with_backward() || !for_backward,
         "a forward that keeps backward state needs weights prepared with_backward");
+  CHECK(precision_ != Precision::kInt8 || !for_backward, "int8 is for inference only");
   // Hidden states of every layer are kept in fp32 (backward reads them) and on request.
   a.resize(c, in.B, in.T, for_backward, bf16, /*keep_hidden=*/!bf16 || in.full_last_layer);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);

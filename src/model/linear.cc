@@ -15,12 +15,23 @@ Linear::Linear(const float* w, const float* b, const PreparedWeightBf16* prepare
         ") bound to a prepared weight of another shape");
 }
 
+Linear::Linear(const float* w, const float* b, const PreparedWeightInt8* prepared, std::int64_t N,
+               std::int64_t K)
+    : w_(w), b_(b), prepared_(nullptr), int8_(prepared), N_(N), K_(K) {
+  CHECK(prepared != nullptr && prepared->N() == N && prepared->K() == K, "a Linear (", N, ", ", K,
+        ") bound to an int8 weight of another shape");
+}
+
 const PreparedWeightBf16& Linear::prepared() const {
   CHECK(prepared_ != nullptr, "bf16 product without its prepared weight");
   return *prepared_;
 }
 
 void Linear::forward(Rows y, Rows x, std::int64_t M) const {
+  if (int8_ != nullptr) {
+    CHECK(x.f32 != nullptr && y.f32 != nullptr, "int8 product without fp32 operands");
+    return linear_forward_int8(y.f32, x.f32, *int8_, b_, M);
+  }
   if (prepared_ == nullptr) {
     CHECK(x.f32 != nullptr && y.f32 != nullptr, "fp32 product without fp32 operands");
     return linear_forward(y.f32, x.f32, w_, b_, M, K_, N_);
@@ -34,6 +45,7 @@ void Linear::forward(Rows y, Rows x, std::int64_t M) const {
 
 void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,
                       LinearScratch scratch, std::int64_t M) const {
+  CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
     bias_backward(db, dy, M, static_cast<int>(N_));
     linear_backward_weight(dw, dy, x.f32, M, K_, N_);
@@ -48,6 +60,7 @@ void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const floa
 void Linear::backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw,
                                          float* db, const float* dz, Rows y, Rows z, float* d_pre,
                                          Rows x, LinearScratch scratch, std::int64_t M) const {
+  CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
     std::memset(d_pre, 0, sizeof(float) * M * N_);  // activation_backward accumulates
     activation_backward(act, d_pre, dz, y.f32, z.f32, M * N_);

@@ -26,11 +26,14 @@ struct LinearScratch {
 };
 
 // A PyTorch Linear y = x·wᵀ + b bound to its weight w (N,K), its bias b (N) and, when the
-// products run in bf16, that weight prepared for gemm/ (ModelWeights). The precision is the
-// prepared form's: none is fp32.
+// products run in bf16 or int8, that weight prepared for gemm/ (ModelWeights). The precision
+// is the prepared form's: none is fp32. int8 is for inference: it reads x.f32 and writes y.f32
+// (the product quantizes its input itself), and has no backward.
 class Linear {
  public:
   Linear(const float* w, const float* b, const PreparedWeightBf16* prepared, std::int64_t N,
+         std::int64_t K);
+  Linear(const float* w, const float* b, const PreparedWeightInt8* prepared, std::int64_t N,
          std::int64_t K);
 
   std::int64_t in_features() const { return K_; }
@@ -59,6 +62,7 @@ class Linear {
   const float* w_;
   const float* b_;
   const PreparedWeightBf16* prepared_;
+  const PreparedWeightInt8* int8_ = nullptr;
   std::int64_t N_, K_;
 };
 

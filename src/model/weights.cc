@@ -70,6 +70,16 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
   CHECK(params != nullptr, "ModelWeights::prepare without parameters");
   params_ = params;
   with_backward_ = with_backward;
+  if (precision_ == Precision::kInt8) {
+    CHECK(!with_backward, "int8 weights are for inference only");
+    int8_.resize(static_cast<std::size_t>(config_.layers) * kProductsPerLayer);
+    for (int l = 0; l < config_.layers; ++l)
+      for (Role r : kLayerProducts) {
+        const auto [N, K] = shape(r);
+        int8_[slot(r, l)].prepare((*this)(r, l), N, K);
+      }
+    return;
+  }
   if (precision_ != Precision::kBF16) return;
   bf16_.resize(slot(Role::kClsW, 0) + 1);
   auto prepare_one = [&](Role r, int l) {
@@ -85,6 +95,10 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
 Linear ModelWeights::linear(Role r, int l) const {
   CHECK(prepared(), "the model's weights were used before ModelWeights::prepare");
   const auto [N, K] = shape(r);
+  const bool head = r == Role::kPreW || r == Role::kClsW;
+  if (precision_ == Precision::kInt8 && !head) {
+    return Linear((*this)(r, l), (*this)(bias_of(r), l), &int8_[slot(r, l)], N, K);
+  }
   const PreparedWeightBf16* prepared =
       precision_ == Precision::kBF16 ? &bf16_[slot(r, l)] : nullptr;
   return Linear((*this)(r, l), (*this)(bias_of(r), l), prepared, N, K);

@@ -1,5 +1,6 @@
 // ModelWeights: the parameters as the forward and backward read them. The flat fp32 buffer
 // (ParamLayout) and, when the products run in bf16, every product's weight prepared for gemm/
+// (in int8, the encoder layers' products' weights quantized and prepared; see precision.h)
 // from it: rounded and laid out once instead of in every product, which costs more than a whole
 // forward of one short sequence (docs/PERFORMANCE.md, "Prepared bf16 weights"). The prepared forms
 // are derived state: prepare() after every change of the parameters (TrainStep does it once per
@@ -49,6 +50,7 @@ class ModelWeights {
   const float* params_ = nullptr;
   bool with_backward_ = false;
   std::vector<PreparedWeightBf16> bf16_;  // bf16 only: per layer qkv, o, ff1, ff2; then the head's
+  std::vector<PreparedWeightInt8> int8_;  // int8 only: per layer qkv, o, ff1, ff2
 };
 
 }  // namespace bertfit
