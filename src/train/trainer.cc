@@ -50,15 +50,10 @@
 namespace bertfit {
 namespace {
 
-std::int64_t eval_interval(const TrainOptions& o) {
-  if (o.eval_every == "epoch" || o.eval_every == "never" || o.eval_every == "end") return 0;
-  return std::stoll(o.eval_every);
-}
-
 // Threads and pinning: ranks on one host split its cores (and any CPU quota) evenly.
 void set_up_threads(const TrainOptions& o, const Communicator& comm) {
-  int threads = o.threads;
-  if (!o.no_pin) {
+  int threads = o.compute.threads;
+  if (!o.dist.no_pin) {
     CpuShare share = cpu_share(comm.local_rank(), comm.local_world());
     int share_threads = apply_cpu_share(share);
     if (threads <= 0) threads = share_threads;
@@ -76,7 +71,7 @@ EvalResult distributed_eval(Communicator& comm, const BertModel& model, const fl
   ShardRange r = shard_range(static_cast<std::int64_t>(examples.size()), comm.rank(), comm.world());
   std::vector<EncodedExample> mine(examples.begin() + r.begin, examples.begin() + r.end);
   std::vector<float> logits =
-      predict_logits(model, params, mine, o.batch_size, o.pad_to_multiple_of, &scratch);
+      predict_logits(model, params, mine, o.compute.batch_size, o.pad_to_multiple_of, &scratch);
   if (comm.world() > 1) logits = comm.allgatherv(logits);
   return score_logits(logits, examples, task, model.config().num_labels);
 }
@@ -101,11 +96,10 @@ bool run_finished(const std::string& dir) {
 
 TrainSummary run_training(const TrainOptions& options) {
   validate_train_options(options);
-  std::unique_ptr<Communicator> comm = make_communicator(
-      {.timeout_seconds = options.comm_timeout,
-       .poll_interval_us = options.comm_poll_us,
-       .grad_transport =
-           options.grad_transport == "mpi" ? GradTransport::kMpi : GradTransport::kTcpRing});
+  std::unique_ptr<Communicator> comm =
+      make_communicator({.timeout_seconds = options.dist.comm_timeout,
+                         .poll_interval_us = options.dist.comm_poll_us,
+                         .grad_transport = options.dist.grad_transport});
   const InterruptGuard interrupts;  // Ctrl-C / SIGTERM stop at a step boundary
   try {
     return train_with(options, comm.get());
@@ -132,8 +126,9 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   ModelState state = load_model(checkpoint_dir.empty() ? o.model_dir : checkpoint_dir);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
   check_tokenizer_fits(tokenizer, state.config, o.model_dir);
-  if (o.max_seq_len > state.config.max_positions) {
-    throw_error("--max-seq-len ", o.max_seq_len, " exceeds the model's max_position_embeddings (",
+  const int max_seq_len = o.compute.max_seq_len;
+  if (max_seq_len > state.config.max_positions) {
+    throw_error("--max-seq-len ", max_seq_len, " exceeds the model's max_position_embeddings (",
                 state.config.max_positions, ") in ", o.model_dir);
   }
   TrainData train_data = load_train_data(d, state.config, o.model_dir);
@@ -146,21 +141,21 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
     log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
   }
   std::vector<std::pair<std::string, LoadedExamples>> dev_sets;
-  if (o.eval_every != "never" && (!d.task.empty() || !d.dev_file.empty())) {
+  if (o.eval_every.when != EvalEvery::When::kNever && (!d.task.empty() || !d.dev_file.empty())) {
     for (const std::string& split : task.eval_splits) {
       dev_sets.emplace_back(split, load_eval_examples(d, split, task));
     }
   }
-  std::vector<EncodedExample> train_enc = encode_examples(tokenizer, train.examples, o.max_seq_len);
+  std::vector<EncodedExample> train_enc = encode_examples(tokenizer, train.examples, max_seq_len);
   std::vector<std::pair<std::string, std::vector<EncodedExample>>> dev_enc;
   for (auto& [split, loaded] : dev_sets) {
-    dev_enc.emplace_back(split, encode_examples(tokenizer, loaded.examples, o.max_seq_len));
+    dev_enc.emplace_back(split, encode_examples(tokenizer, loaded.examples, max_seq_len));
   }
   const ModelConfig& config = state.config;
-  BertModel model(config, state.layout, parse_precision(o.precision));
+  BertModel model(config, state.layout, runnable_precision(o.compute.precision));
   AdamW optimizer(state.layout, {.weight_decay = o.weight_decay});
   const std::int64_t n = static_cast<std::int64_t>(train_enc.size());
-  const std::int64_t micro_global = std::int64_t{o.batch_size} * world;
+  const std::int64_t micro_global = std::int64_t{o.compute.batch_size} * world;
   const std::int64_t per_step = micro_global * o.grad_accum;
   // The run's sample budget and LR schedule are fixed when it starts (and kept by its
   // checkpoints): a run resumed with a different N covers the same samples on the same schedule,
@@ -214,7 +209,6 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
   const std::int64_t warmup =
       o.warmup_steps > 0 ? o.warmup_steps
                          : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * sched_total));
-  const std::int64_t every = eval_interval(o);
   std::vector<int> lengths;
   if (o.group_by_length)
     for (const EncodedExample& e : train_enc) lengths.push_back(static_cast<int>(e.ids.size()));
@@ -224,18 +218,19 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
                       o.group_by_length ? 50 * sched_per_step : 0);
   BatchOptions batch_options;
   batch_options.pad_to_multiple_of = o.pad_to_multiple_of;
-  if (o.pad_to_max_length) batch_options.fixed_len = o.max_seq_len;
+  if (o.pad_to_max_length) batch_options.fixed_len = max_seq_len;
   batch_options.max_len = config.max_positions;
   if (task.problem == ProblemType::kMultiLabel)
     batch_options.multi_label_classes = config.num_labels;
   TrainStep train_step(model, optimizer, comm, static_cast<std::uint64_t>(o.seed),
-                       {.bucket_bytes = static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024),
-                        .bf16_wire = o.grad_comm_dtype == "bf16"});
+                       {.bucket_bytes = static_cast<std::int64_t>(o.dist.bucket_mb * 1024 * 1024),
+                        .wire = o.dist.grad_comm_dtype});
   std::unique_ptr<RunLog> run_log;
   if (rank == 0) run_log = std::make_unique<RunLog>(join_path(out.path(), "metrics.jsonl"));
   log_info("training ", task.name, ": ", n, " examples, ", total_steps - start_step, " steps of ",
-           per_step, " samples (", world, world > 1 ? " ranks × " : " rank × ", o.batch_size, " × ",
-           o.grad_accum, " accumulation), ", num_threads(), " threads");
+           per_step, " samples (", world, world > 1 ? " ranks × " : " rank × ",
+           o.compute.batch_size, " × ", o.grad_accum, " accumulation), ", num_threads(),
+           " threads");
 
   TrainSummary summary;
   auto run_eval = [&](std::int64_t step, double epoch) {
@@ -352,9 +347,11 @@ TrainSummary train_with(const TrainOptions& o, Communicator* comm_ptr) {
       window_steps = 0;
     }
     const bool epoch_end = last / n > first / n;
+    const EvalEvery& every = o.eval_every;
     const bool want_eval =
-        !dev_enc.empty() && ((o.eval_every == "epoch" && epoch_end) ||
-                             (every > 0 && done % every == 0) || done == total_steps);
+        !dev_enc.empty() &&
+        ((every.when == EvalEvery::When::kEpoch && epoch_end) ||
+         (every.when == EvalEvery::When::kSteps && done % every.steps == 0) || done == total_steps);
     if (want_eval) {
       train_seconds += train_timer.seconds();
       if (run_log) run_log->end_progress();
