@@ -11,9 +11,9 @@
 #include "base/parallel.h"
 #include "data/batch.h"
 #include "model/model_io.h"
+#include "task/dataset.h"
+#include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
-#include "train/dataset.h"
-#include "train/evaluate.h"
 
 namespace bertfit::cli {
 namespace {

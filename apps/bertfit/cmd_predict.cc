@@ -18,8 +18,8 @@
 #include "data/batch.h"
 #include "data/custom.h"
 #include "model/model_io.h"
+#include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
-#include "train/evaluate.h"
 
 namespace bertfit::cli {
 namespace {

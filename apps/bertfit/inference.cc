@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "base/parallel.h"
 #include "base/timer.h"
-#include "train/dataset.h"
+#include "task/dataset.h"
 
 namespace bertfit::cli {
 

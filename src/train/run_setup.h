@@ -14,7 +14,7 @@
 #include "data/batch.h"
 #include "model/bert.h"
 #include "model/model_io.h"
-#include "train/dataset.h"
+#include "task/dataset.h"
 #include "train/optimizer.h"
 #include "train/options.h"
 #include "train/output_dir.h"

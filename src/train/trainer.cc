@@ -35,8 +35,8 @@
 #include "comm/communicator.h"
 #include "data/shuffle.h"
 #include "model/model_io.h"
+#include "task/evaluate.h"
 #include "train/checkpoint.h"
-#include "train/evaluate.h"
 #include "train/run_log.h"
 #include "train/run_setup.h"
 

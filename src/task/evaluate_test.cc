@@ -2,7 +2,7 @@
 // (PreparedWeightsReuse): the logits must be those of forwards that prepare afresh, and a later
 // call, or a training forward on the same scratch, must not see weights prepared from
 // parameters that have changed since. Same shapes on both sides, so the results are bit-exact.
-#include "train/evaluate.h"
+#include "task/evaluate.h"
 
 #include <gtest/gtest.h>
 
