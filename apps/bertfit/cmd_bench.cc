@@ -12,11 +12,13 @@
 #include <optional>
 #include <random>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/parallel.h"
 #include "base/timer.h"
+#include "flags/groups.h"
 #include "gemm/gemm.h"
 #include "model/bert.h"
 #include "model/flops.h"
@@ -29,9 +31,14 @@
 namespace bertfit::cli {
 namespace {
 
+enum class BenchMode { kTrain, kInfer };
+
 struct BenchOptions {
-  std::string mode, arch = "distilbert", model_dir, precision = "fp32";
-  int batch_size = 32, seq_len = 128, threads = 0, steps = 5, warmup = 2;
+  std::optional<BenchMode> mode;  // required: set by the command line
+  Arch arch = Arch::kDistilBert;
+  std::string model_dir;
+  ComputeOptions compute;  // --precision, --threads, --batch-size
+  int seq_len = 128, steps = 5, warmup = 2;
 };
 
 double median(std::vector<double> v) {
@@ -66,22 +73,22 @@ double measure_matmul_peak(Precision precision) {
 }
 
 void run(const BenchOptions& o) {
-  if (o.mode != "train" && o.mode != "infer") throw_error("bench: mode must be train or infer");
-  const Precision precision = parse_precision(o.precision);
-  if (o.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0) {
+  const bool train = o.mode == BenchMode::kTrain;
+  const Precision precision = runnable_precision(o.compute.precision);
+  if (o.compute.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0) {
     throw_error("--batch-size, --seq-len and --steps must be positive");
   }
-  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   ModelState state;
   if (!o.model_dir.empty()) {
     state = load_model(o.model_dir);
   } else {
-    state = ModelState(ModelConfig::defaults(parse_arch(o.arch)));
+    state = ModelState(ModelConfig::defaults(o.arch));
     init_params(state.layout, state.config, 42, state.params.data());
   }
   const ModelConfig& c = state.config;
   if (o.seq_len > c.max_positions) throw_error("--seq-len exceeds max_position_embeddings");
-  const int B = o.batch_size, T = o.seq_len;
+  const int B = o.compute.batch_size, T = o.seq_len;
   // One random batch of B full-length sequences (ids from 1000 on: past the special tokens).
   std::mt19937 rng(0);
   std::vector<MicroBatch> micro(1);
@@ -105,7 +112,7 @@ void run(const BenchOptions& o) {
   const TrainOptions defaults;
   AdamW opt(state.layout, {.weight_decay = defaults.weight_decay});
   std::optional<TrainStep> train_step;
-  if (o.mode == "train") train_step.emplace(model, opt, nullptr, 1);
+  if (train) train_step.emplace(model, opt, nullptr, 1);
   Activations infer_acts;
   const ModelInput in{B, T, batch.input_ids.data(), batch.token_type_ids.data(),
                       batch.attention_mask.data()};
@@ -128,7 +135,6 @@ void run(const BenchOptions& o) {
   const double step = median(times);
   // Executed products (the last layer runs on the first tokens only), and the full model's
   // (every token of every layer, as the peer computes them).
-  const bool train = o.mode == "train";
   const double flops = train ? train_step_flops(c, B, T) : forward_flops(c, B, T);
   const double full_flops =
       train ? train_step_flops(c, B, T, false) : forward_flops(c, B, T, false);
@@ -137,7 +143,7 @@ void run(const BenchOptions& o) {
   getrusage(RUSAGE_SELF, &ru);
   const double peak = std::max(peak_before, measure_matmul_peak(precision));
   nlohmann::json j{{"engine", "bertfit"},
-                   {"mode", o.mode},
+                   {"mode", train ? "train" : "infer"},
                    {"arch", arch_name(c.arch)},
                    {"precision", precision_name(precision)},
                    {"threads", num_threads()},
@@ -165,19 +171,19 @@ void add_bench_command(CLI::App& app) {
       "Measure training-step or inference throughput on random batches; prints JSON "
       "with samples/s, ms per step, GFLOP/s and the fraction of the matrix-product "
       "peak measured in the same run.");
-  cmd->add_option("mode", o->mode, "train or infer")
-      ->required()
-      ->check(CLI::IsMember({"train", "infer"}));
-  cmd->add_option("--arch", o->arch, "distilbert or bert (default sizes), when no --model")
-      ->capture_default_str();
-  cmd->add_option("--model", o->model_dir, "Benchmark this model folder instead");
-  cmd->add_option("--batch-size", o->batch_size, "Sequences per step")->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "fp32 or bf16 (bf16 products, fp32 accumulation)")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
-  cmd->add_option("--steps", o->steps, "Timed steps (median reported)")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps")->capture_default_str();
+  add_flags(
+      *cmd,
+      {{"mode", "What to measure: train (optimizer steps) or infer (forward passes)",
+        choice_target(o->mode, {{"train", BenchMode::kTrain}, {"infer", BenchMode::kInfer}})},
+       {"--arch", "Architecture at its base size (distilbert-base, bert-base), when no --model",
+        choice_target(o->arch, {{"distilbert", Arch::kDistilBert}, {"bert", Arch::kBert}})}});
+  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd,
+            select_flags(compute_flags(o->compute), {"--batch-size", "--precision", "--threads"}));
+  add_flags(*cmd, {{"--seq-len", "Tokens per sequence (every sequence full)", &o->seq_len},
+                   {"--steps", "Timed steps (median reported)", &o->steps},
+                   {"--warmup", "Untimed warm-up steps", &o->warmup}});
+  cmd->get_option("mode")->required();
   cmd->callback([o] { run(*o); });
 }
 

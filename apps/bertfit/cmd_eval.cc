@@ -4,16 +4,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "apps/bertfit/inference.h"
-#include "apps/bertfit/option_table.h"
 #include "base/error.h"
 #include "base/parallel.h"
 #include "data/batch.h"
 #include "model/model_io.h"
+#include "task/dataset.h"
+#include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
-#include "train/dataset.h"
-#include "train/evaluate.h"
 
 namespace bertfit::cli {
 namespace {
@@ -37,9 +37,9 @@ void run(const EvalOptions& o) {
       !o.data.task.empty() ? glue_task_info(o.data.task) : model_task_info(state.config);
   check_model_fits_task(state.config, task, o.model.model_dir);
   LoadedExamples examples = load_eval_examples(o.data, o.split, task);
-  auto encoded = encode_examples(m.tokenizer, examples.examples, o.model.max_seq_len);
+  auto encoded = encode_examples(m.tokenizer, examples.examples, o.model.compute.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
-  EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.batch_size, 8,
+  EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.compute.batch_size, 8,
                           progress_reporter("eval"));
   nlohmann::json j{{"task", task.name},
                    {"split", o.data.task.empty() ? "dev" : o.split},
@@ -58,10 +58,12 @@ void add_eval_command(CLI::App& app) {
       "Print a model's metrics as JSON on a GLUE split (--task T --data DIR [--split "
       "dev]) or a labelled file (--dev-file F --text-a-column C [--text-b-column C] "
       "--label-column C).");
-  add_inference_options(*cmd, o->model);
-  add_option_table(*cmd, data_option_table(o->data), {"--train-file", "--regression"});
-  cmd->add_option("--split", o->split, "GLUE split (dev, dev_matched, dev_mismatched, train)")
-      ->capture_default_str();
+  add_inference_flags(*cmd, o->model);
+  add_flags(*cmd,
+            select_flags(data_flags(o->data),
+                         {"--task", "--data", "--dev-file", "--text-a-column", "--text-b-column",
+                          "--label-column", "--no-header", "--skip-malformed"}));
+  add_flags(*cmd, {{"--split", "GLUE split (dev, dev_matched, dev_mismatched, train)", &o->split}});
   cmd->callback([o] { run(*o); });
 }
 

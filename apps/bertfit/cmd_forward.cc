@@ -7,10 +7,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/parallel.h"
+#include "flags/groups.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/model_io.h"
@@ -22,8 +24,7 @@ struct ForwardOptions {
   std::string model_dir, batch_path, grads_path;
   bool train_mode = false;
   std::int64_t seed = 42;
-  std::string precision = "fp32";
-  int threads = 0;
+  ComputeOptions compute;  // --precision, --threads
 };
 
 // Reads a (B,T) integer matrix; Error naming the file and key when it is ragged or absent.
@@ -54,8 +55,8 @@ std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string
 }
 
 void run(const ForwardOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
-  const Precision precision = parse_precision(o.precision);
+  if (o.compute.threads > 0) set_num_threads(o.compute.threads);
+  const Precision precision = runnable_precision(o.compute.precision);
   ModelState state = load_model(o.model_dir);
   nlohmann::json j;
   try {
@@ -152,16 +153,16 @@ void add_forward_command(CLI::App& app) {
       "forward",
       "One forward pass on a JSON batch (input_ids, attention_mask, token_type_ids, "
       "optional labels); prints logits and loss. For parity checks.");
-  cmd->add_option("--model", o->model_dir, "Model folder")->required();
-  cmd->add_option("--batch", o->batch_path, "Batch file (JSON, torch_peer.py's format)")
-      ->required();
-  cmd->add_flag("--train-mode", o->train_mode, "Dropout on (as the config sets it)");
-  cmd->add_option("--grads", o->grads_path,
-                  "Write d loss / d parameter for every parameter to this safetensors file");
-  cmd->add_option("--seed", o->seed, "Dropout seed in train mode")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "Matrix products in fp32 or bf16")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)");
+  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd,
+            {{"--batch", "Batch file (JSON, torch_peer.py's format)", &o->batch_path},
+             {"--train-mode", "Dropout on (as the config sets it)", &o->train_mode},
+             {"--grads", "Write d loss / d parameter for every parameter to this safetensors file",
+              &o->grads_path},
+             {"--seed", "Dropout seed in train mode", &o->seed}});
+  add_flags(*cmd, select_flags(compute_flags(o->compute), {"--precision", "--threads"}));
+  cmd->get_option("--model")->required();
+  cmd->get_option("--batch")->required();
   cmd->callback([o] { run(*o); });
 }
 

@@ -5,10 +5,13 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "flags/groups.h"
 #include "io/json.h"
 #include "model/config.h"
 #include "model/init.h"
@@ -21,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 struct InitOptions {
-  std::string arch;
+  std::optional<Arch> arch;  // unset: from --config's model_type
   std::string output;
   std::string config;
   std::vector<std::string> sets;
@@ -54,8 +57,8 @@ std::string default_vocab() {
 // The HF defaults of the architecture with the keys of the --config file laid over them.
 json starting_config(const InitOptions& o) {
   if (o.config.empty()) {
-    if (o.arch.empty()) throw_error("give --arch distilbert|bert (or --config FILE.json)");
-    return json::parse(model_config_to_json(ModelConfig::defaults(parse_arch(o.arch))));
+    if (!o.arch) throw_error("give --arch distilbert|bert (or --config FILE.json)");
+    return json::parse(model_config_to_json(ModelConfig::defaults(*o.arch)));
   }
   json file = read_json_file(o.config);
   if (!file.is_object() || !file.contains("model_type") || !file["model_type"].is_string()) {
@@ -66,8 +69,9 @@ json starting_config(const InitOptions& o) {
   if (type != "distilbert" && type != "bert") {
     throw_error(o.config, ": unsupported model_type '", type, "' (distilbert or bert)");
   }
-  if (!o.arch.empty() && o.arch != type) {
-    throw_error("--arch ", o.arch, " disagrees with model_type '", type, "' in ", o.config);
+  if (o.arch && arch_name(*o.arch) != type) {
+    throw_error("--arch ", arch_name(*o.arch), " disagrees with model_type '", type, "' in ",
+                o.config);
   }
   json hf = json::parse(model_config_to_json(ModelConfig::defaults(parse_arch(type))));
   if (file.contains("id2label") || file.contains("label2id") || file.contains("num_labels")) {
@@ -131,29 +135,34 @@ void add_init_command(CLI::App& app) {
       "(config.json, model.safetensors, vocab.txt, tokenizer files), initialised as "
       "transformers does: normal(0, initializer_range) weights, zero biases, unit LayerNorm, a "
       "zero [PAD] embedding.");
-  cmd->add_option("--arch", o->arch,
-                  "Architecture: distilbert (distilbert-base sizes) or bert (bert-base sizes); "
-                  "optional with --config")
-      ->check(CLI::IsMember({"distilbert", "bert"}));
-  cmd->add_option("--output", o->output, "Model folder to write (created if needed)")->required();
-  cmd->add_option("--config", o->config,
-                  "Start from this HF config.json (model_type distilbert or bert); keys it "
-                  "lacks take the HF defaults");
-  cmd->add_option("--set", o->sets,
-                  "Override a config key with its HF name, e.g. --set n_layers=2 --set "
-                  "hidden_act=gelu_new (value parsed as JSON, else taken as a string); repeatable");
-  cmd->add_option("--vocab", o->vocab,
-                  "vocab.txt (or a model folder holding one); default: the bert-base-uncased "
-                  "vocabulary in shared/data/vocab beside the current folder or the binary's. "
-                  "vocab_size follows its line count unless "
-                  "--set vocab_size=N");
-  cmd->add_option("--num-labels", o->num_labels,
-                  "Number of labels (1: regression); names them LABEL_0 .. LABEL_{N-1}")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", o->seed, "Random seed of the initialisation")->capture_default_str();
-  cmd->add_flag("--overwrite-output-dir", o->overwrite,
-                "Replace an --output folder that already holds a model or a training run (as a "
-                "whole: nothing of the old one is left beside the new model)");
+  add_flags(
+      *cmd,
+      {{"--arch",
+        "Architecture: distilbert (distilbert-base sizes) or bert (bert-base sizes); optional "
+        "with --config",
+        choice_target(o->arch, {{"distilbert", Arch::kDistilBert}, {"bert", Arch::kBert}})},
+       {"--output", "Model folder to write (created if needed)", &o->output},
+       {"--config",
+        "Start from this HF config.json (model_type distilbert or bert); keys it lacks take the "
+        "HF defaults",
+        &o->config},
+       {"--set",
+        "Override a config key with its HF name, e.g. --set n_layers=2 --set "
+        "hidden_act=gelu_new (value parsed as JSON, else taken as a string); repeatable",
+        &o->sets},
+       {"--vocab",
+        "vocab.txt (or a model folder holding one); default: the bert-base-uncased vocabulary in "
+        "shared/data/vocab beside the current folder or the binary's. vocab_size follows its "
+        "line count unless --set vocab_size=N",
+        &o->vocab},
+       {"--num-labels",
+        "Number of labels (1: regression), named LABEL_0 .. LABEL_{N-1}; default: the config's",
+        &o->num_labels},
+       {"--seed", "Random seed of the initialisation", &o->seed}});
+  add_flags(*cmd, overwrite_flags(o->overwrite));
+  cmd->get_option("--output")->required();
+  // 0 stands for "not given" (the config's labels); a given count must be positive.
+  cmd->get_option("--num-labels")->check(CLI::PositiveNumber)->default_str("");
   cmd->callback([o] { run_init(*o); });
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/file.h"
@@ -118,7 +119,8 @@ void add_inspect_command(CLI::App& app) {
       "Describe a model folder: the config (architecture, sizes, activation, labels, dropouts), "
       "the tensors of model.safetensors (name, dtype, shape), the parameter count, and whether "
       "the tensors fit the config (exits non-zero with the problem if not).");
-  cmd->add_option("dir", *dir, "Model folder (config.json + model.safetensors)")->required();
+  add_flags(*cmd, {{"dir", "Model folder (config.json + model.safetensors)", dir.get()}});
+  cmd->get_option("dir")->required();
   cmd->callback([dir] { run_inspect(*dir); });
 }
 

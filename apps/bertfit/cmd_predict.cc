@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "apps/bertfit/inference.h"
 #include "base/error.h"
@@ -17,16 +18,16 @@
 #include "data/batch.h"
 #include "data/custom.h"
 #include "model/model_io.h"
+#include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
-#include "train/evaluate.h"
 
 namespace bertfit::cli {
 namespace {
 
 struct PredictOptions {
   InferenceOptions model;
-  std::string input, output, text_a, text_b, id_column;
-  bool no_header = false, skip_malformed = false;
+  DataOptions data;  // the text columns, --no-header, --skip-malformed
+  std::string input, output, id_column;
   double threshold = 0.5;
 };
 
@@ -75,28 +76,30 @@ void run(const PredictOptions& o) {
   }
   InferenceModel m = load_for_inference(o.model);
   const ModelState& state = m.state;
-  std::vector<std::string> specs = {o.text_a};
-  if (!o.text_b.empty()) specs.push_back(o.text_b);
+  const DataOptions& d = o.data;
+  std::vector<std::string> specs = {d.text_a_column};
+  if (!d.text_b_column.empty()) specs.push_back(d.text_b_column);
   if (!o.id_column.empty()) specs.push_back(o.id_column);
   TableOptions table_options;
-  table_options.header = !o.no_header;
-  table_options.skip_malformed = o.skip_malformed;
+  table_options.header = !d.no_header;
+  table_options.skip_malformed = d.skip_malformed;
   ColumnTable table = read_columns(o.input, specs, table_options);
   warn_if_index_columns_with_header(table);
   std::vector<Example> examples(table.rows.size());
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
     examples[i].text_a = table.rows[i][0];
-    if (!o.text_b.empty()) examples[i].text_b = table.rows[i][1];
+    if (!d.text_b_column.empty()) examples[i].text_b = table.rows[i][1];
     examples[i].line = table.lines[i];
   }
   if (table.skipped_rows > 0)
     log_warn(o.input, ": skipped ", table.skipped_rows, " malformed rows");
-  auto encoded = encode_examples(m.tokenizer, examples, o.model.max_seq_len);
+  const ComputeOptions& c = o.model.compute;
+  auto encoded = encode_examples(m.tokenizer, examples, c.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   const int K = state.config.num_labels;
   std::vector<float> logits =
       encoded.empty() ? std::vector<float>{}
-                      : predict_logits(model, state.params.data(), encoded, o.model.batch_size, 8,
+                      : predict_logits(model, state.params.data(), encoded, c.batch_size, 8,
                                        nullptr, progress_reporter("predict"));
 
   // Merge predicted and skipped rows back into file order.
@@ -133,22 +136,18 @@ void add_predict_command(CLI::App& app) {
       "predict",
       "Predict every row of a TSV/CSV/JSONL file: one JSON line per data row, in order, with its "
       "index (\"row\"): label id, label name and probabilities (single-label), every label's "
-      "probability and the labels over --threshold (multi-label), or the score (regression).");
-  add_inference_options(*cmd, o->model);
-  cmd->add_option("--input", o->input, "Input file (.tsv, .csv or .jsonl)")->required();
-  cmd->add_option("--text-a-column", o->text_a, "First text column (index or header name)")
-      ->required();
-  cmd->add_option("--text-b-column", o->text_b, "Second text column, for sentence pairs");
-  cmd->add_option("--id-column", o->id_column, "Column copied to each output line as \"id\"");
-  cmd->add_option("--output", o->output, "Write predictions here (default: stdout)");
-  cmd->add_flag("--no-header", o->no_header,
-                "The first line is data, not a header (TSV/CSV; default: a header line)");
-  cmd->add_flag("--skip-malformed", o->skip_malformed,
-                "Print a line {\"row\", \"line\", \"skipped\": why} for a malformed row instead "
-                "of failing");
-  cmd->add_option("--threshold", o->threshold,
-                  "Multi-label: a label applies when its probability exceeds this")
-      ->capture_default_str();
+      "probability and the labels over --threshold (multi-label), or the score (regression). A "
+      "row skipped by --skip-malformed gets a line {\"row\", \"line\", \"skipped\": why}.");
+  add_inference_flags(*cmd, o->model);
+  add_flags(*cmd, {{"--input", "Input file (.tsv, .csv or .jsonl)", &o->input}});
+  add_flags(*cmd, select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column",
+                                                     "--no-header", "--skip-malformed"}));
+  add_flags(*cmd, {{"--id-column", "Column copied to each output line as \"id\"", &o->id_column},
+                   {"--output", "Write predictions here (default: stdout)", &o->output},
+                   {"--threshold", "Multi-label: a label applies when its probability exceeds this",
+                    &o->threshold}});
+  cmd->get_option("--input")->required();
+  cmd->get_option("--text-a-column")->required();
   cmd->callback([o] { run(*o); });
 }
 

@@ -5,13 +5,16 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "data/batch.h"
 #include "data/table.h"
+#include "flags/groups.h"
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit::cli {
@@ -22,12 +25,9 @@ struct TokenizeOptions {
   std::string vocab_file;
   std::string tokenizer_file;
   std::string input;
-  std::string text_a_column;
-  std::string text_b_column;
-  std::string format;
+  DataOptions data;                   // the text columns, --no-header, --skip-malformed
+  std::optional<TableFormat> format;  // unset: from the --input extension
   int max_seq_len = 512;
-  bool no_header = false;
-  bool skip_malformed = false;
 };
 
 WordPieceTokenizer load_tokenizer(const TokenizeOptions& o) {
@@ -58,7 +58,8 @@ void write_stdout(const std::string& text) {
 }
 
 void run_tokenize(const TokenizeOptions& o) {
-  const bool pair = !o.text_b_column.empty();
+  const DataOptions& d = o.data;
+  const bool pair = !d.text_b_column.empty();
   const int min_len = pair ? 3 : 2;  // [CLS] a [SEP] (b [SEP])
   if (o.max_seq_len < min_len) {
     throw_error("--max-seq-len must be at least ", min_len, " (room for [CLS] and [SEP]",
@@ -66,12 +67,12 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   WordPieceTokenizer tokenizer = load_tokenizer(o);
 
-  std::vector<std::string> columns = {o.text_a_column};
-  if (pair) columns.push_back(o.text_b_column);
+  std::vector<std::string> columns = {d.text_a_column};
+  if (pair) columns.push_back(d.text_b_column);
   TableOptions table_options;
-  if (!o.format.empty()) table_options.format = parse_table_format(o.format);
-  table_options.header = !o.no_header;
-  table_options.skip_malformed = o.skip_malformed;
+  table_options.format = o.format;
+  table_options.header = !d.no_header;
+  table_options.skip_malformed = d.skip_malformed;
   ColumnTable table = read_columns(o.input, columns, table_options);
   warn_if_index_columns_with_header(table);
   require_rows(table);
@@ -113,38 +114,34 @@ void add_tokenize_command(CLI::App& app) {
       "tokenize",
       "Tokenize a column (or a pair of columns) of a TSV/CSV/JSONL file and print one JSON line "
       "per row: {\"input_ids\":[...],\"token_type_ids\":[...],\"attention_mask\":[...]} "
-      "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len).");
-  cmd->add_option("--model", o->model_dir,
-                  "Model folder: uses its vocab.txt (do_lower_case from tokenizer_config.json) or "
-                  "else its tokenizer.json. Give exactly one of --model, --vocab, --tokenizer.");
-  cmd->add_option("--vocab", o->vocab_file,
-                  "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "
-                  "bert-base-uncased).");
-  cmd->add_option("--tokenizer", o->tokenizer_file,
-                  "Hugging Face tokenizers tokenizer.json with a WordPiece model.");
-  cmd->add_option("--input", o->input,
-                  "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 "
-                  "quoting) or .jsonl/.json (one object per line); see --format.")
-      ->required();
-  cmd->add_option("--text-a-column", o->text_a_column,
-                  "Column of the first text: a header name, a 0-based index (all digits), or "
-                  "for JSONL a key.")
-      ->required();
-  cmd->add_option("--text-b-column", o->text_b_column,
-                  "Column of the second text of a pair (same forms as --text-a-column); omit "
-                  "for single texts.");
-  cmd->add_option("--max-seq-len", o->max_seq_len,
-                  "Maximum tokens per row including [CLS] and [SEP]; longer inputs are truncated "
-                  "(longest first for pairs).")
-      ->capture_default_str();
-  cmd->add_option("--format", o->format,
-                  "Input format tsv, csv or jsonl; default: from the --input extension.")
-      ->check(CLI::IsMember({"tsv", "csv", "jsonl"}));
-  cmd->add_flag("--no-header", o->no_header,
-                "The TSV/CSV file has no header line: columns must be 0-based indices.");
-  cmd->add_flag("--skip-malformed", o->skip_malformed,
-                "Skip rows with too few columns (or invalid JSON lines, broken CSV quoting) and "
-                "report their count on stderr, instead of stopping at the first one.");
+      "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len). The "
+      "tokenizer comes from exactly one of --model (its vocab.txt, with do_lower_case from "
+      "tokenizer_config.json, or else its tokenizer.json), --vocab and --tokenizer.");
+  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd,
+            {{"--vocab",
+              "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "
+              "bert-base-uncased)",
+              &o->vocab_file},
+             {"--tokenizer", "Hugging Face tokenizers tokenizer.json with a WordPiece model",
+              &o->tokenizer_file},
+             {"--input",
+              "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "
+              ".jsonl/.json (one object per line); see --format",
+              &o->input}});
+  add_flags(*cmd, select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column",
+                                                     "--no-header", "--skip-malformed"}));
+  // Not the compute group's --max-seq-len: tokenize's default is 512, the largest BERT input.
+  add_flags(*cmd, {{"--max-seq-len",
+                    "Maximum tokens per row including [CLS] and [SEP]; longer inputs are truncated "
+                    "(longest first for pairs)",
+                    &o->max_seq_len},
+                   {"--format", "Input format (default: from the --input extension)",
+                    choice_target(o->format, {{"tsv", TableFormat::kTsv},
+                                              {"csv", TableFormat::kCsv},
+                                              {"jsonl", TableFormat::kJsonl}})}});
+  cmd->get_option("--input")->required();
+  cmd->get_option("--text-a-column")->required();
   cmd->callback([o] { run_tokenize(*o); });
 }
 

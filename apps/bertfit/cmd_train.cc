@@ -4,8 +4,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
-#include "apps/bertfit/option_table.h"
 #include "train/trainer.h"
 
 namespace bertfit::cli {
@@ -17,7 +17,7 @@ void add_train_command(CLI::App& app) {
       "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C). "
       "Writes the fine-tuned model (HF layout), metrics.jsonl and a resumable checkpoint/ to "
       "--output.");
-  add_option_table(*cmd, train_option_table(*options));
+  add_flags(*cmd, train_flags(*options));
   cmd->get_option("--model")->required();
   cmd->get_option("--output")->required();
   cmd->callback([options] {

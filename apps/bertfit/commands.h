@@ -1,5 +1,6 @@
-// The bertfit subcommands. Each cmd_<name>.cc declares its options and action in one place
-// and adds its subcommand to the app; main.cc lists them in the order --help shows them.
+// The bertfit subcommands. Each cmd_<name>.cc adds its subcommand to the app with its flags
+// (the shared groups of flags/groups.h and its own, all as flag tables) and its action;
+// app.cc lists them in the order --help shows them.
 #pragma once
 
 namespace CLI {

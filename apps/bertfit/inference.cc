@@ -4,32 +4,29 @@
 #include <cstdlib>
 #include <memory>
 
+#include "apps/bertfit/cli_flags.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/parallel.h"
 #include "base/timer.h"
-#include "train/dataset.h"
+#include "task/dataset.h"
 
 namespace bertfit::cli {
 
-void add_inference_options(CLI::App& cmd, InferenceOptions& o) {
-  cmd.add_option("--model", o.model_dir, "Model folder")->required();
-  cmd.add_option("--batch-size", o.batch_size, "Examples per forward pass")->capture_default_str();
-  cmd.add_option("--max-seq-len", o.max_seq_len, "Truncate examples to this many tokens")
-      ->capture_default_str();
-  cmd.add_option("--threads", o.threads, "Compute threads (default: all cores)");
-  cmd.add_option("--precision", o.precision, "Matrix products in fp32 or bf16")
-      ->capture_default_str();
+void add_inference_flags(CLI::App& cmd, InferenceOptions& o) {
+  add_flags(cmd, join_flags({model_flags(o.model_dir), compute_flags(o.compute)}));
+  cmd.get_option("--model")->required();
 }
 
 InferenceModel load_for_inference(const InferenceOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
-  if (o.batch_size <= 0) throw_error("--batch-size must be > 0, got ", o.batch_size);
+  const ComputeOptions& c = o.compute;
+  if (c.threads > 0) set_num_threads(c.threads);
+  if (c.batch_size <= 0) throw_error("--batch-size must be > 0, got ", c.batch_size);
   InferenceModel m{load_model(o.model_dir), WordPieceTokenizer::from_model_dir(o.model_dir),
-                   parse_precision(o.precision)};
+                   runnable_precision(c.precision)};
   check_tokenizer_fits(m.tokenizer, m.state.config, o.model_dir);
-  if (o.max_seq_len > m.state.config.max_positions) {
-    throw_error("--max-seq-len ", o.max_seq_len, " exceeds max_position_embeddings ",
+  if (c.max_seq_len > m.state.config.max_positions) {
+    throw_error("--max-seq-len ", c.max_seq_len, " exceeds max_position_embeddings ",
                 m.state.config.max_positions);
   }
   return m;

@@ -1,5 +1,5 @@
-// What `eval` and `predict` share: the model and compute flags (--model, --batch-size,
-// --max-seq-len, --threads, --precision), declared once, and loading a model folder for
+// What `eval` and `predict` share: the model and compute flag groups (--model, --precision,
+// --threads, --batch-size, --max-seq-len; flags/groups.h), and loading a model folder for
 // inference with the checks a user can trip (tokenizer vs vocab_size, --max-seq-len vs
 // max_position_embeddings).
 #pragma once
@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "flags/groups.h"
 #include "model/bert.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
@@ -17,18 +18,16 @@ namespace bertfit::cli {
 
 struct InferenceOptions {
   std::string model_dir;
-  int batch_size = 32;
-  int max_seq_len = 128;
-  int threads = 0;
-  std::string precision = "fp32";
+  ComputeOptions compute;
 };
 
-void add_inference_options(CLI::App& cmd, InferenceOptions& o);
+// --model (required) and the compute group.
+void add_inference_flags(CLI::App& cmd, InferenceOptions& o);
 
 struct InferenceModel {
   ModelState state;
   WordPieceTokenizer tokenizer;
-  Precision precision;
+  Precision precision;  // what runs here (runnable_precision)
 };
 
 // Sets the thread count, loads the folder and its tokenizer, and validates the options.

@@ -1,25 +1,16 @@
-// bertfit: fine-tune and run BERT-family text encoders on CPUs. This file only assembles the
-// subcommands (cmd_*.cc) and turns user errors into one-line messages with a non-zero exit.
+// bertfit: fine-tune and run BERT-family text encoders on CPUs. This file only parses the
+// command line with the app of app.h and turns user errors into one-line messages with a
+// non-zero exit.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
-#include "apps/bertfit/commands.h"
+#include "apps/bertfit/app.h"
 #include "base/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "bertfit: fine-tune BERT-family text encoders (DistilBERT, BERT) on CPUs and run them.\n"
-      "Models are Hugging Face folders (config.json, model.safetensors, vocab.txt)."};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  app.set_version_flag("--version", "bertfit " BERTFIT_VERSION);
-  // The commands, in the order --help lists them: the main job first.
-  using namespace bertfit::cli;
-  for (auto add : {add_train_command, add_eval_command, add_predict_command, add_tokenize_command,
-                   add_init_command, add_inspect_command, add_forward_command, add_bench_command}) {
-    add(app);
-  }
+  CLI::App app;
+  bertfit::cli::build_app(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -364,13 +364,6 @@ TableFormat table_format_for_path(const std::string& path) {
               "format explicitly (tsv, csv or jsonl)");
 }
 
-TableFormat parse_table_format(std::string_view name) {
-  if (name == "tsv") return TableFormat::kTsv;
-  if (name == "csv") return TableFormat::kCsv;
-  if (name == "jsonl") return TableFormat::kJsonl;
-  throw_error("unknown data format '", name, "'; expected tsv, csv or jsonl");
-}
-
 const char* table_format_name(TableFormat format) {
   switch (format) {
     case TableFormat::kTsv:

@@ -28,9 +28,7 @@ enum class TableFormat { kTsv, kCsv, kJsonl };
 
 // .tsv/.txt -> TSV, .csv -> CSV, .jsonl/.json -> JSONL; Error naming the path otherwise.
 TableFormat table_format_for_path(const std::string& path);
-// "tsv", "csv" or "jsonl" (as given to --format); Error listing the choices otherwise.
-TableFormat parse_table_format(std::string_view name);
-const char* table_format_name(TableFormat format);
+const char* table_format_name(TableFormat format);  // "tsv", "csv", "jsonl"
 
 // A column spec that is all digits is a 0-based index; anything else is a header name (or a
 // JSONL key; JSONL specs are always keys).

@@ -43,9 +43,6 @@ TEST(Table, FormatFromExtension) {
   EXPECT_EQ(table_format_for_path("x.json"), TableFormat::kJsonl);
   EXPECT_NE(error_of([] { table_format_for_path("x.parquet"); }).find("x.parquet"),
             std::string::npos);
-  EXPECT_EQ(parse_table_format("csv"), TableFormat::kCsv);
-  EXPECT_NE(error_of([] { parse_table_format("xml"); }).find("tsv, csv or jsonl"),
-            std::string::npos);
   EXPECT_TRUE(is_index_column("0"));
   EXPECT_TRUE(is_index_column("12"));
   EXPECT_FALSE(is_index_column("#1 ID"));

@@ -1,7 +1,7 @@
-// The training option table and what follows from it: every flag saved with the run, the
-// resume check naming each changed trajectory option (and accepting the same --model folder
-// spelled another way), and the validation of values a user can get wrong (non-finite numbers
-// included).
+// The training flag table and what follows from it: every flag saved with the run (a choice
+// flag as its word, as checkpoints have always had it), the resume check naming each changed
+// trajectory option (and accepting the same --model folder spelled another way), --eval-every's
+// words, and the validation of values a user can get wrong (non-finite numbers included).
 #include "train/options.h"
 
 #include <gtest/gtest.h>
@@ -35,12 +35,50 @@ std::string error_of(const TrainOptions& o) {
 TEST(TrainOptions, EveryFlagIsSavedOnce) {
   TrainOptions o = valid();
   const nlohmann::json j = options_to_json(o);
-  const auto table = train_option_table(o);
+  const FlagTable table = train_flags(o);
   EXPECT_EQ(j.size(), table.size());
-  for (const OptionSpec& s : table) {
-    EXPECT_EQ(s.flag.rfind("--", 0), 0u) << s.flag;
-    EXPECT_TRUE(j.contains(s.flag.substr(2))) << s.flag;
-    EXPECT_FALSE(s.help.empty()) << s.flag;
+  for (const Flag& f : table) {
+    EXPECT_EQ(f.name.rfind("--", 0), 0u) << f.name;
+    EXPECT_TRUE(j.contains(f.name.substr(2))) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+  }
+}
+
+// The words checkpoints hold: a resumed run compares against them.
+TEST(TrainOptions, ChoiceFlagsAreSavedAsTheirWords) {
+  TrainOptions o = valid();
+  nlohmann::json j = options_to_json(o);
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["grad-comm-dtype"], "fp32");
+  EXPECT_EQ(j["grad-transport"], "tcp");
+  EXPECT_EQ(j["eval-every"], "epoch");
+  o.compute.precision = Precision::kBF16;
+  o.dist.grad_comm_dtype = WireDType::kBF16;
+  o.dist.grad_transport = GradTransport::kMpi;
+  o.eval_every = {EvalEvery::When::kSteps, 25};
+  j = options_to_json(o);
+  EXPECT_EQ(j["precision"], "bf16");
+  EXPECT_EQ(j["grad-comm-dtype"], "bf16");
+  EXPECT_EQ(j["grad-transport"], "mpi");
+  EXPECT_EQ(j["eval-every"], "25");
+  o.eval_every = {EvalEvery::When::kEnd};
+  EXPECT_EQ(options_to_json(o)["eval-every"], "end");
+  o.eval_every = {EvalEvery::When::kNever};
+  EXPECT_EQ(options_to_json(o)["eval-every"], "never");
+}
+
+TEST(TrainOptions, EvalEveryWords) {
+  using When = EvalEvery::When;
+  EXPECT_EQ(parse_eval_every("epoch"), EvalEvery{When::kEpoch});
+  EXPECT_EQ(parse_eval_every("end"), EvalEvery{When::kEnd});
+  EXPECT_EQ(parse_eval_every("never"), EvalEvery{When::kNever});
+  EXPECT_EQ(parse_eval_every("100"), (EvalEvery{When::kSteps, 100}));
+  for (const char* bad :
+       {"", "sometimes", "0", "-5", "+5", "1e3", "Epoch", "99999999999999999999"}) {
+    EXPECT_EQ(parse_eval_every(bad), std::nullopt) << bad;
+  }
+  for (const char* word : {"epoch", "end", "never", "7"}) {
+    EXPECT_EQ(eval_every_name(*parse_eval_every(word)), word);
   }
 }
 
@@ -52,7 +90,8 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
   EXPECT_NO_THROW(check_resume_compatible(o, saved));
   o.model_dir = "other";
   o.lr = 1e-3;
-  o.threads = 7;  // does not change the trajectory
+  o.compute.threads = 7;                        // does not change the trajectory
+  o.dist.grad_transport = GradTransport::kMpi;  // neither does this
   try {
     check_resume_compatible(o, saved);
     FAIL() << "a changed --lr and --model were accepted";
@@ -61,6 +100,18 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
     EXPECT_NE(m.find("--lr is 0.001"), std::string::npos) << m;
     EXPECT_NE(m.find("--model is \"other\""), std::string::npos) << m;
     EXPECT_EQ(m.find("--threads"), std::string::npos) << m;
+    EXPECT_EQ(m.find("--grad-transport"), std::string::npos) << m;
+  }
+  // A changed choice flag is named with its words.
+  o = valid();
+  o.compute.precision = Precision::kBF16;
+  try {
+    check_resume_compatible(o, saved);
+    FAIL() << "a changed --precision was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--precision is \"bf16\" but the checkpoint has \"fp32\""), std::string::npos)
+        << m;
   }
 }
 
@@ -74,13 +125,11 @@ TEST(TrainOptions, ValidationNamesTheFlag) {
   EXPECT_NE(with([](TrainOptions& o) { o.lr = std::nan(""); }).find("--lr must be a finite"),
             std::string::npos);
   EXPECT_NE(with([](TrainOptions& o) { o.epochs = INFINITY; }).find("--epochs"), std::string::npos);
-  EXPECT_NE(with([](TrainOptions& o) { o.bucket_mb = -INFINITY; }).find("--bucket-mb"),
+  EXPECT_NE(with([](TrainOptions& o) { o.dist.bucket_mb = -INFINITY; }).find("--bucket-mb"),
             std::string::npos);
-  EXPECT_NE(with([](TrainOptions& o) { o.batch_size = 0; }).find("--batch-size"),
+  EXPECT_NE(with([](TrainOptions& o) { o.compute.batch_size = 0; }).find("--batch-size"),
             std::string::npos);
   EXPECT_NE(with([](TrainOptions& o) { o.data.train_file = "x.tsv"; }).find("either --task"),
-            std::string::npos);
-  EXPECT_NE(with([](TrainOptions& o) { o.eval_every = "sometimes"; }).find("--eval-every"),
             std::string::npos);
 }
 

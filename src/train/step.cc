@@ -28,8 +28,7 @@ TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* com
   CHECK(word.offset == 0, "word embeddings at offset ", word.offset);
   // Buckets are cut where backward reports finished gradients.
   reducer_ = std::make_unique<GradReducer>(*comm_, model.grad_ready_offsets(),
-                                           model.layout().total(), sync.bucket_bytes,
-                                           sync.bf16_wire ? WireDType::kBF16 : WireDType::kF32,
+                                           model.layout().total(), sync.bucket_bytes, sync.wire,
                                            SparseHead{word.shape.dims[0], word.shape.dims[1]});
 }
 

@@ -11,19 +11,19 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "comm/communicator.h"
 #include "data/batch.h"
 #include "model/bert.h"
 #include "train/optimizer.h"
 
 namespace bertfit {
 
-class Communicator;
 class GradReducer;
 
 // How gradients travel between ranks (used only when the communicator has several).
 struct GradSync {
   std::int64_t bucket_bytes = 8 << 20;
-  bool bf16_wire = false;
+  WireDType wire = WireDType::kF32;  // precision of the summed gradients on the wire
 };
 
 // This rank's part of one micro-batch: its rows (none when a short last micro-batch leaves this

@@ -9,7 +9,7 @@
 
 #include "data/batch.h"
 #include "model/bert.h"
-#include "train/dataset.h"
+#include "task/dataset.h"
 
 namespace bertfit {
 

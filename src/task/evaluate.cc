@@ -1,5 +1,5 @@
 // Evaluation and prediction loops.
-#include "train/evaluate.h"
+#include "task/evaluate.h"
 
 #include <algorithm>
 #include <cmath>

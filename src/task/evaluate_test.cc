@@ -2,7 +2,7 @@
 // every batch: the logits must be those of forwards that prepare afresh, and a later call, or a
 // training forward on the same scratch activations, must not see anything of the parameters'
 // earlier values. Same shapes on both sides, so the results are bit-exact.
-#include "train/evaluate.h"
+#include "task/evaluate.h"
 
 #include <gtest/gtest.h>
 

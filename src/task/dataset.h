@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "data/example.h"
+#include "flags/groups.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
-#include "train/options.h"
 
 namespace bertfit {
 

@@ -1,5 +1,5 @@
 // Data-source resolution for train / eval / predict.
-#include "train/dataset.h"
+#include "task/dataset.h"
 
 #include "base/error.h"
 #include "data/custom.h"

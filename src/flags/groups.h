@@ -1,0 +1,52 @@
+// The flags several commands share, each declared once (one help text, one default): the model
+// folder, how to compute, where labelled examples come from, and replacing an output folder. A
+// command adds the groups, or the entries of a group, it needs (flags/flag.h: select_flags); train
+// saves them with its own (train/options.h), so an entry marked affects_trajectory must match when
+// a run resumes.
+#pragma once
+
+#include <string>
+
+#include "flags/flag.h"
+#include "model/precision.h"
+
+namespace bertfit {
+
+// --model: a Hugging Face model folder (required or not: the command says).
+FlagTable model_flags(std::string& model_dir);
+
+// How the model computes: --precision, --threads, --batch-size, --max-seq-len.
+struct ComputeOptions {
+  Precision precision = Precision::kF32;  // as asked; runnable_precision() is what runs
+  int threads = 0;                        // 0: this process's share of the cores
+  int batch_size = 32;                    // examples per forward pass, per process
+  int max_seq_len = 128;                  // tokens per example after truncation
+};
+
+FlagTable compute_flags(ComputeOptions& compute);
+
+// The precision the model runs in on this CPU: bf16 without native bf16 products (AVX512_BF16
+// or AMX) is emulated and slower than fp32, so it runs in fp32, with a warning. The option keeps
+// what was asked, so a checkpoint's saved --precision does not depend on the machine.
+Precision runnable_precision(Precision asked);
+
+// Where the examples come from: a GLUE task folder, or custom files with named columns.
+struct DataOptions {
+  std::string task;        // mrpc, sst2, ... (with data_dir)
+  std::string data_dir;    // the task's GLUE folder (train.tsv, dev.tsv, ...)
+  std::string train_file;  // custom TSV/CSV/JSONL
+  std::string dev_file;
+  std::string text_a_column;
+  std::string text_b_column;
+  std::string label_column;
+  bool no_header = false;
+  bool skip_malformed = false;
+  bool regression = false;  // custom files: the label column holds numbers
+};
+
+FlagTable data_flags(DataOptions& data);
+
+// --overwrite-output-dir (train, init): see train/output_dir.h.
+FlagTable overwrite_flags(bool& overwrite_output_dir);
+
+}  // namespace bertfit

@@ -1,0 +1,81 @@
+// The set-up of a training run, everything before its first step: the threads of this rank,
+// the model and its tokenizer, the task and its examples (encoded), the output folder, resuming
+// from a checkpoint, the run's sizes and LR schedule, every rank starting from rank 0's
+// parameters, the optimizer step with its gradient reducer, and which rows of each step this
+// rank takes (sharding). Anything a user can get wrong fails here, before the output folder is
+// touched. The loop that runs the steps is trainer.cc's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "data/batch.h"
+#include "model/bert.h"
+#include "model/model_io.h"
+#include "task/dataset.h"
+#include "train/optimizer.h"
+#include "train/options.h"
+#include "train/output_dir.h"
+#include "train/sample_stream.h"
+#include "train/step.h"
+
+namespace bertfit {
+
+// Log identity and threads of this process: ranks on one host split its cores (and any CPU
+// quota) evenly unless --no-pin.
+void set_up_process(const TrainOptions& options, const Communicator& comm);
+
+// The examples of a run, encoded, and the task they belong to.
+struct RunData {
+  TaskInfo task;
+  std::vector<EncodedExample> train;
+  std::vector<std::pair<std::string, std::vector<EncodedExample>>> dev;  // (split, examples)
+};
+
+// The run's sizes and schedule. The sample budget and the LR schedule are fixed when a run
+// starts and kept by its checkpoints: a run resumed with a different number of ranks covers the
+// same samples on the same schedule, the schedule advancing by samples seen / the original step
+// size (sched_per_step).
+struct RunPlan {
+  std::int64_t n = 0;             // training examples
+  std::int64_t micro_global = 0;  // samples of one micro-batch, all ranks (batch × N)
+  std::int64_t per_step = 0;      // samples of one optimizer step (micro_global × accumulation)
+  std::int64_t total_samples = 0;
+  std::int64_t start_step = 0, start_sample = 0;  // where this run starts (0, or the checkpoint)
+  std::int64_t total_steps = 0;                   // the run's steps in all, resumed ones included
+  std::int64_t sched_per_step = 0, sched_total = 0, warmup = 0;  // the LR schedule's steps
+};
+
+// A run ready for its first step. Members are built in order; the constructor throws Error
+// for anything the user can get wrong.
+struct TrainRun {
+  TrainRun(const TrainOptions& train_options, Communicator& communicator);
+  TrainRun(const TrainRun&) = delete;
+  TrainRun& operator=(const TrainRun&) = delete;
+
+  // This rank's part of each micro-batch of the step that covers samples [first, last) of the
+  // run: each micro-batch of micro_global samples is split across ranks by token counts.
+  std::vector<MicroBatch> step_batches(std::int64_t first, std::int64_t last);
+  // The learning rate of the step that starts at sample `first`.
+  double lr_at(std::int64_t first) const;
+
+  const TrainOptions& options;
+  Communicator& comm;
+  const int rank, world;
+  const std::string checkpoint_dir;  // resumed from (empty: a fresh run)
+  OutputDir out;
+  ModelState state;
+  RunData data;
+  BertModel model;
+  AdamW optimizer;
+  RunPlan plan;  // resuming loads the optimizer's moments
+  SampleStream stream;
+  BatchOptions batch_options;
+  TrainStep step;
+  // Resumed a run whose model and final metrics record are written: there is nothing to do.
+  bool already_finished = false;
+};
+
+}  // namespace bertfit
