@@ -47,7 +47,7 @@ double median(std::vector<double> v) {
 }
 
 // Best-of-several GFLOP/s of one large product through gemm/ in the given precision, by the
-// fastest path gemm/ has for it (in bf16 a prepared weight, as the model's products).
+// fastest path gemm/ has for it (in bf16 and int8 a prepared weight, as the model's products).
 double measure_matmul_peak(Precision precision) {
   const std::int64_t M = 4096, K = 768, N = 3072;
   AlignedBuffer<float> x(M * K), w(N * K), y(M * N);
@@ -58,12 +58,16 @@ double measure_matmul_peak(Precision precision) {
   AlignedBuffer<std::uint16_t> xb(M * K);
   for (std::size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
   PreparedWeightBf16 wb;
+  PreparedWeightInt8 wi;
   if (precision == Precision::kBF16) wb.prepare(w.data(), N, K, /*with_backward=*/false);
+  if (precision == Precision::kInt8) wi.prepare(w.data(), N, K);
   double best = 0;
   for (int r = 0; r < 6; ++r) {
     Timer t;
     if (precision == Precision::kBF16) {
       linear_forward_bf16(y.data(), xb.data(), wb, nullptr, M);
+    } else if (precision == Precision::kInt8) {
+      linear_forward_int8(y.data(), x.data(), wi, nullptr, M);  // its quantization included
     } else {
       linear_forward(y.data(), x.data(), w.data(), nullptr, M, K, N);
     }
@@ -75,6 +79,9 @@ double measure_matmul_peak(Precision precision) {
 void run(const BenchOptions& o) {
   const bool train = o.mode == BenchMode::kTrain;
   const Precision precision = runnable_precision(o.compute.precision);
+  if (train && precision == Precision::kInt8) {
+    throw_error("--precision int8 is for inference: bench infer, not bench train");
+  }
   if (o.compute.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0) {
     throw_error("--batch-size, --seq-len and --steps must be positive");
   }

@@ -57,6 +57,9 @@ std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string
 void run(const ForwardOptions& o) {
   if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   const Precision precision = runnable_precision(o.compute.precision);
+  if (precision == Precision::kInt8 && (o.train_mode || !o.grads_path.empty())) {
+    throw_error("--precision int8 is for inference: no --grads or --train-mode with it");
+  }
   ModelState state = load_model(o.model_dir);
   nlohmann::json j;
   try {

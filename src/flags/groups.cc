@@ -1,9 +1,6 @@
 // The shared flag groups (see groups.h).
 #include "flags/groups.h"
 
-#include "base/log.h"
-#include "gemm/gemm.h"
-
 namespace bertfit {
 
 FlagTable model_flags(std::string& model_dir) {
@@ -16,8 +13,12 @@ FlagTable model_flags(std::string& model_dir) {
 FlagTable compute_flags(ComputeOptions& c) {
   return {
       {"--precision",
-       "Matrix products in fp32 or bf16 (bf16 inputs, fp32 accumulation, fp32 master weights)",
-       choice_target(c.precision, {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}}), true},
+       "Matrix products in fp32, bf16 (bf16 inputs, fp32 accumulation, fp32 master weights) or "
+       "int8 (inference only: int8 weights and inputs on VNNI, fp32 elsewhere)",
+       choice_target(
+           c.precision,
+           {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}, {"int8", Precision::kInt8}}),
+       true},
       {"--threads", "Compute threads; 0: this process's share of the cores", &c.threads, false},
       {"--batch-size",
        "Examples per forward pass, per process (a training step takes --grad-accum of them on "
@@ -25,14 +26,6 @@ FlagTable compute_flags(ComputeOptions& c) {
        &c.batch_size, true},
       {"--max-seq-len", "Truncate each example to this many tokens", &c.max_seq_len, true},
   };
-}
-
-Precision runnable_precision(Precision asked) {
-  if (asked != Precision::kBF16 || has_native_bf16()) return asked;
-  log_warn(
-      "--precision bf16: this CPU has no native bf16 matrix instructions "
-      "(AVX512_BF16 or AMX); using fp32, which is faster here");
-  return Precision::kF32;
 }
 
 FlagTable data_flags(DataOptions& d) {

@@ -25,11 +25,6 @@ struct ComputeOptions {
 
 FlagTable compute_flags(ComputeOptions& compute);
 
-// The precision the model runs in on this CPU: bf16 without native bf16 products (AVX512_BF16
-// or AMX) is emulated and slower than fp32, so it runs in fp32, with a warning. The option keeps
-// what was asked, so a checkpoint's saved --precision does not depend on the machine.
-Precision runnable_precision(Precision asked);
-
 // Where the examples come from: a GLUE task folder, or custom files with named columns.
 struct DataOptions {
   std::string task;        // mrpc, sst2, ... (with data_dir)

@@ -117,38 +117,6 @@ void head_backward(const ModelWeights& w, const DropoutState& drop, float* grads
 
 }  // namespace
 
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kF32;
-  if (name == "int8") {
-    if (!has_int8_vnni()) {
-      throw_error(
-          "--precision int8 needs a CPU with VNNI (AVX512_VNNI or AVX_VNNI), which this one "
-          "lacks; use bf16 or fp32");
-    }
-    return Precision::kInt8;
-  }
-  if (name != "bf16") throw_error("--precision must be fp32, bf16 or int8, got '", name, "'");
-  if (!has_native_bf16()) {
-    log_warn(
-        "--precision bf16: this CPU has no native bf16 matrix instructions "
-        "(AVX512_BF16 or AMX); using fp32, which is faster here");
-    return Precision::kF32;
-  }
-  return Precision::kBF16;
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kBF16:
-      return "bf16";
-    case Precision::kInt8:
-      return "int8";
-    case Precision::kF32:
-      break;
-  }
-  return "fp32";
-}
-
 std::vector<std::int64_t> BertModel::grad_ready_offsets() const {
   const ParamLayout& lay = layout_;
   std::vector<std::int64_t> out = {lay.layer_begin(config_.layers)};  // after the head

@@ -1,8 +1,6 @@
 // The precision of the model's matrix products.
 #pragma once
 
-#include <string>
-
 namespace bertfit {
 
 // kBF16: inputs and weights rounded to bf16, fp32 accumulation and outputs; parameters,
@@ -13,11 +11,12 @@ namespace bertfit {
 // two small products included, in fp32.
 enum class Precision { kF32, kBF16, kInt8 };
 
-// "fp32" / "bf16" / "int8" -> Precision; Error naming the flag otherwise. With bf16 on a CPU
-// without native bf16 products, logs a warning and returns kF32 (emulated bf16 is slower than
-// fp32); int8 on a CPU without VNNI is an Error (its products would be slower or, summed in
-// saturating 16-bit arithmetic, wrong).
-Precision parse_precision(const std::string& name);
+// The precision that runs on this CPU for the one asked: bf16 without native bf16 products
+// (AVX512_BF16 or AMX) is emulated and slower than fp32, so it runs in fp32, with a warning;
+// int8 without VNNI (AVX512_VNNI or AVX_VNNI) is an Error, since its products would be slower
+// or, summed in saturating 16-bit arithmetic, wrong. Options keep what was asked, so a
+// checkpoint's saved --precision does not depend on the machine.
+Precision runnable_precision(Precision asked);
 const char* precision_name(Precision p);
 
 }  // namespace bertfit

@@ -181,6 +181,11 @@ void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) 
 void validate_train_options(const TrainOptions& o) {
   if (o.model_dir.empty()) throw_error("--model is required");
   if (o.output_dir.empty()) throw_error("--output is required");
+  if (o.compute.precision == Precision::kInt8) {
+    throw_error(
+        "--precision int8 is for inference (predict, eval, bench infer); train in bf16 or fp32 and "
+        "predict with int8");
+  }
   const DataOptions& d = o.data;
   bool glue = !d.task.empty() || !d.data_dir.empty();
   bool custom = !d.train_file.empty();
