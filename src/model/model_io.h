@@ -29,8 +29,8 @@ struct ModelState {
 // How a checkpoint's tensors map onto a layout (names, shapes and dtypes only, no data read).
 // Names rather than pointers, so that a match outlives the Checkpoint it was made from.
 struct CheckpointMatch {
-  std::vector<std::string> names;        // per layout entry: its checkpoint name; "": a head
-                                         // to initialise
+  // Per layout entry: the tensor's name in the checkpoint, or "" for a head to initialise.
+  std::vector<std::string> names;
   std::vector<std::string> initialised;  // head modules absent from the checkpoint
   std::vector<std::string> ignored;      // floating tensors the layout does not use
   bool base_model_names = false;         // names lack the "distilbert." / "bert." prefix
@@ -44,7 +44,7 @@ struct CheckpointMatch {
 // the tensor.
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config);
-// The same for one safetensors file the caller holds open.
+// The same for one safetensors file the caller holds open (bertfit inspect's).
 CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
                                  const ModelConfig& config);
 
