@@ -4,6 +4,9 @@
 # ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL runtime, and its CMake package
 # (find_package(dnnl)) fails without OpenCL's headers; apt only recommends it, and recommends
 # are not installed here.
+# python3-torch: the checkpoint tests (io_pytorch_test, model_io_test) have PyTorch itself write
+# the pytorch_model.bin files they read (tests/fixtures/make_torch_checkpoints.py, run with
+# /usr/bin/python3); without it those tests skip.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
@@ -12,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2
+  python3-torch
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,12 +1,6 @@
-// Safetensors reading (mmap, conversion to fp32) and atomic writing.
+// Safetensors reading (mapped file, conversion to fp32) and atomic writing.
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -19,55 +13,13 @@ namespace bertfit {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile file;
-  file.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_error(path, ": cannot open (", std::strerror(errno), ")");
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_error(path, ": not a regular file");
-  }
-  file.size_ = static_cast<std::size_t>(st.st_size);
-  if (file.size_ > 0) {
-    void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      throw_error(path, ": cannot map (", std::strerror(err), ")");
-    }
-    file.map_ = static_cast<const std::byte*>(p);
-  }
-  ::close(fd);
+  file.file_ = MappedFile::open(path);
   // On an Error below, `file` is destroyed and unmaps.
-  file.header_ = parse_safetensors_header({file.map_, file.size_}, path);
+  file.header_ = parse_safetensors_header(file.file_.bytes(), path);
   for (std::size_t i = 0; i < file.header_.tensors.size(); ++i) {
     file.index_[file.header_.tensors[i].name] = i;
   }
   return file;
-}
-
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }
-
-SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
-  if (this != &other) {
-    release();
-    path_ = std::move(other.path_);
-    map_ = other.map_;
-    size_ = other.size_;
-    header_ = std::move(other.header_);
-    index_ = std::move(other.index_);
-    other.map_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-SafetensorsFile::~SafetensorsFile() { release(); }
-
-void SafetensorsFile::release() {
-  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), size_);
-  map_ = nullptr;
-  size_ = 0;
 }
 
 const TensorInfo* SafetensorsFile::find(const std::string& name) const {
@@ -76,24 +28,23 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& info) const {
-  CHECK(info.begin <= info.end && header_.data_start + info.end <= size_, "tensor ", info.name,
-        " is not from ", path_);
-  return {map_ + header_.data_start + info.begin, static_cast<std::size_t>(info.bytes())};
+  auto all = file_.bytes();
+  CHECK(info.begin <= info.end && header_.data_start + info.end <= all.size(), "tensor ", info.name,
+        " is not from ", path());
+  return all.subspan(header_.data_start + info.begin, static_cast<std::size_t>(info.bytes()));
 }
 
-void SafetensorsFile::read_f32(const TensorInfo& info, float* out) const {
-  auto src = bytes(info);
-  const std::size_t n = static_cast<std::size_t>(info.shape.numel());
-  switch (info.dtype) {
+void floating_to_f32(SafetensorsDType dtype, const std::byte* src, std::size_t n, float* out) {
+  switch (dtype) {
     case SafetensorsDType::kF32:
-      if (n > 0) std::memcpy(out, src.data(), n * sizeof(float));
+      if (n > 0) std::memcpy(out, src, n * sizeof(float));
       return;
     case SafetensorsDType::kF16:
     case SafetensorsDType::kBF16: {
-      const bool bf16 = info.dtype == SafetensorsDType::kBF16;
+      const bool bf16 = dtype == SafetensorsDType::kBF16;
       for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t h;
-        std::memcpy(&h, src.data() + 2 * i, 2);
+        std::memcpy(&h, src + 2 * i, 2);
         out[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
       return;
@@ -101,15 +52,22 @@ void SafetensorsFile::read_f32(const TensorInfo& info, float* out) const {
     case SafetensorsDType::kF64:
       for (std::size_t i = 0; i < n; ++i) {
         double d;
-        std::memcpy(&d, src.data() + 8 * i, 8);
+        std::memcpy(&d, src + 8 * i, 8);
         out[i] = static_cast<float>(d);
       }
       return;
     default:
-      throw_error(path_, ": tensor '", info.name, "' has dtype ",
-                  safetensors_dtype_name(info.dtype),
-                  "; expected a floating-point tensor (F32, F16, BF16 or F64)");
+      CHECK(false, "dtype ", safetensors_dtype_name(dtype), " is not floating");
   }
+}
+
+void SafetensorsFile::read_f32(const TensorInfo& info, float* out) const {
+  if (!is_floating(info.dtype)) {
+    throw_error(path(), ": tensor '", info.name, "' has dtype ", safetensors_dtype_name(info.dtype),
+                "; expected a floating-point tensor (F32, F16, BF16 or F64)");
+  }
+  floating_to_f32(info.dtype, bytes(info).data(), static_cast<std::size_t>(info.shape.numel()),
+                  out);
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,

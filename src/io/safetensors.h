@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/shape.h"
+#include "io/mapped_file.h"
 
 namespace bertfit {
 
@@ -22,6 +23,11 @@ enum class SafetensorsDType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU
 const char* safetensors_dtype_name(SafetensorsDType t);  // "F32", "BF16", ...
 std::size_t safetensors_dtype_size(SafetensorsDType t);  // bytes per element
 bool is_floating(SafetensorsDType t);                    // F32, F16, BF16, F64
+
+// Converts n little-endian elements of a floating dtype (F32, F16, BF16 or F64) at src (any
+// alignment) to fp32: exact for F32, F16 and BF16, rounded to nearest for F64. Both checkpoint
+// formats read through it. CHECKs is_floating(dtype): callers name the tensor in their Error.
+void floating_to_f32(SafetensorsDType dtype, const std::byte* src, std::size_t n, float* out);
 
 struct TensorInfo {
   std::string name;
@@ -51,13 +57,7 @@ class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
 
-  SafetensorsFile(SafetensorsFile&& other) noexcept;
-  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-  ~SafetensorsFile();
-
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   const TensorInfo* find(const std::string& name) const;  // nullptr if absent
   const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
@@ -70,11 +70,8 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
-  void release();
 
-  std::string path_;
-  const std::byte* map_ = nullptr;
-  std::size_t size_ = 0;
+  MappedFile file_;  // move-only, so SafetensorsFile is too
   SafetensorsHeader header_;
   std::unordered_map<std::string, std::size_t> index_;
 };

@@ -1,5 +1,6 @@
-// Loading and saving Hugging Face model folders through the flat parameter buffer: checkpoint
-// matching (prefixes, missing heads, extra tensors), config.json, safetensors, tokenizer files.
+// Loading and saving Hugging Face model folders through the flat parameter buffer: choosing the
+// weights file, checkpoint matching (prefixes, missing heads, extra tensors), config.json,
+// safetensors, tokenizer files.
 #include "model/model_io.h"
 
 #include <algorithm>
@@ -35,9 +36,9 @@ std::string join(const std::vector<std::string>& items, std::size_t max_items) {
 }
 
 // A hint for a missing tensor when the file seems to hold the other architecture.
-std::string arch_hint(const SafetensorsFile& file, const ModelConfig& config) {
+std::string arch_hint(const Checkpoint& checkpoint, const ModelConfig& config) {
   const std::string other = config.arch == Arch::kBert ? "distilbert." : "bert.";
-  for (const auto& t : file.tensors()) {
+  for (const auto& t : checkpoint.tensors()) {
     if (starts_with(t.name, other)) {
       return cat(" (the checkpoint holds '", other.substr(0, other.size() - 1),
                  ".*' tensors but config.json says model_type ", arch_name(config.arch), ")");
@@ -48,13 +49,15 @@ std::string arch_hint(const SafetensorsFile& file, const ModelConfig& config) {
 
 }  // namespace
 
-CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
+CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config) {
   const std::string prefix = config.arch == Arch::kBert ? "bert." : "distilbert.";
   CheckpointMatch match;
   bool any_prefixed = false;
-  for (const auto& t : file.tensors()) any_prefixed = any_prefixed || starts_with(t.name, prefix);
-  match.base_model_names = !any_prefixed && file.find("embeddings.word_embeddings.weight");
+  for (const auto& t : checkpoint.tensors()) {
+    any_prefixed = any_prefixed || starts_with(t.name, prefix);
+  }
+  match.base_model_names = !any_prefixed && checkpoint.find("embeddings.word_embeddings.weight");
   auto checkpoint_name = [&](const std::string& name) {
     return match.base_model_names && starts_with(name, prefix) ? name.substr(prefix.size()) : name;
   };
@@ -64,65 +67,93 @@ CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout&
   std::vector<std::string> head_absent;  // in layout order
   for (const ParamEntry& e : layout.entries()) {
     const std::string name = checkpoint_name(e.name);
-    const TensorInfo* t = file.find(name);
-    match.tensors.push_back(t);
+    const CheckpointTensor* t = checkpoint.find(name);
     const bool head = e.layer == layout.num_layers();
     if (t == nullptr) {
       if (!head) {
-        throw_error(file.path(), ": tensor '", name, "' is missing; config.json describes a ",
+        throw_error(checkpoint.path(), ": tensor '", name, "' is missing; config.json describes a ",
                     arch_name(config.arch), " with ", config.layers, " layers, hidden ",
-                    config.hidden, ", intermediate ", config.intermediate, arch_hint(file, config));
+                    config.hidden, ", intermediate ", config.intermediate,
+                    arch_hint(checkpoint, config));
       }
       if (std::find(head_absent.begin(), head_absent.end(), module_of(name)) == head_absent.end()) {
         head_absent.push_back(module_of(name));
       }
+      match.names.emplace_back();
       continue;
     }
+    match.names.push_back(name);
     if (head) head_present.insert(module_of(name));
     used.insert(name);
     if (t->shape != e.shape) {
-      throw_error(file.path(), ": tensor '", name, "' has shape ", t->shape.str(), ", expected ",
+      throw_error(t->file, ": tensor '", name, "' has shape ", t->shape.str(), ", expected ",
                   e.shape.str(), " from config.json");
     }
     if (!is_floating(t->dtype)) {
-      throw_error(file.path(), ": tensor '", name, "' has dtype ", safetensors_dtype_name(t->dtype),
+      throw_error(t->file, ": tensor '", name, "' has dtype ", safetensors_dtype_name(t->dtype),
                   ", expected a floating-point tensor");
     }
   }
   for (const auto& m : head_absent) {
     if (head_present.count(m)) {
-      throw_error(file.path(), ": module '", m,
+      throw_error(checkpoint.path(), ": module '", m,
                   "' is incomplete (its weight or its bias is missing)");
     }
     match.initialised.push_back(m);
   }
-  for (const auto& t : file.tensors()) {
+  for (const auto& t : checkpoint.tensors()) {
     if (!used.count(t.name) && is_floating(t.dtype)) match.ignored.push_back(t.name);
   }
   return match;
 }
 
-std::string model_weights_path(const std::string& dir) {
+CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
+                                 const ModelConfig& config) {
+  return match_checkpoint(Checkpoint::view(file), layout, config);
+}
+
+namespace {
+
+struct WeightsFile {
+  const char* name;
+  bool sharded;
+  CheckpointFormat format;
+};
+
+// transformers' order of preference (modeling_utils.py, PreTrainedModel.from_pretrained).
+constexpr WeightsFile kWeightsFiles[] = {
+    {"model.safetensors", false, CheckpointFormat::kSafetensors},
+    {"model.safetensors.index.json", true, CheckpointFormat::kSafetensors},
+    {"pytorch_model.bin", false, CheckpointFormat::kPytorch},
+    {"pytorch_model.bin.index.json", true, CheckpointFormat::kPytorch},
+};
+
+const WeightsFile* find_weights(const std::string& dir) {
   if (!path_exists(dir)) throw_error(dir, ": model folder not found");
   if (!is_directory(dir)) {
     throw_error(dir, ": not a folder; expected a Hugging Face model folder with config.json and ",
-                "model.safetensors");
+                "model.safetensors (or pytorch_model.bin)");
   }
-  const std::string weights_path = join_path(dir, "model.safetensors");
-  if (!path_exists(weights_path)) {
-    if (path_exists(join_path(dir, "pytorch_model.bin"))) {
-      throw_error(dir, ": has pytorch_model.bin but no model.safetensors; bertfit reads only ",
-                  "safetensors. Convert it once with transformers: load it and save it with "
-                  "model.save_pretrained(\"",
-                  dir, "\", safe_serialization=True)");
-    }
-    if (path_exists(join_path(dir, "model.safetensors.index.json"))) {
-      throw_error(dir, ": sharded checkpoints (model.safetensors.index.json) are not supported; ",
-                  "save the model as a single model.safetensors");
-    }
-    throw_error(dir, ": no model.safetensors in the model folder");
+  for (const WeightsFile& w : kWeightsFiles) {
+    if (path_exists(join_path(dir, w.name))) return &w;
   }
-  return weights_path;
+  throw_error(dir, ": no model.safetensors in the model folder (nor model.safetensors.index.json, ",
+              "pytorch_model.bin or pytorch_model.bin.index.json)");
+}
+
+Checkpoint open_weights(const std::string& dir, const WeightsFile& w) {
+  const std::string path = join_path(dir, w.name);
+  return w.sharded ? Checkpoint::open_sharded(path, w.format) : Checkpoint::open(path, w.format);
+}
+
+}  // namespace
+
+std::string model_weights_path(const std::string& dir) {
+  return join_path(dir, find_weights(dir)->name);
+}
+
+Checkpoint open_model_weights(const std::string& dir) {
+  return open_weights(dir, *find_weights(dir));
 }
 
 ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
@@ -130,16 +161,19 @@ ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
   if (is_directory(dir) && !path_exists(config_path)) {
     throw_error(dir, ": no config.json in the model folder");
   }
-  const std::string weights_path = model_weights_path(dir);
+  const WeightsFile& weights = *find_weights(dir);  // the folder's errors before config.json's
   json hf = read_json_file(config_path);
   ModelState state(parse_model_config_json(hf, config_path));
   state.hf_config = std::move(hf);
-  SafetensorsFile file = SafetensorsFile::open(weights_path);
-  CheckpointMatch match = match_checkpoint(file, state.layout, state.config);
+  const Checkpoint checkpoint = open_weights(dir, weights);
+  const std::string& weights_path = checkpoint.path();
+  CheckpointMatch match = match_checkpoint(checkpoint, state.layout, state.config);
   const auto& entries = state.layout.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (match.tensors[i] != nullptr) {
-      file.read_f32(*match.tensors[i], state.params.data() + entries[i].offset);
+    if (!match.names[i].empty()) {
+      const CheckpointTensor* t = checkpoint.find(match.names[i]);
+      CHECK(t != nullptr, "matched tensor ", match.names[i], " is not in ", weights_path);
+      read_f32(*t, state.params.data() + entries[i].offset);
     } else {
       init_param_tensor(state.layout, state.config, i, head_init_seed, state.params.data());
     }

@@ -1,5 +1,6 @@
-// Hugging Face model folders: config.json + model.safetensors + tokenizer files, loaded into
-// and saved from the one flat fp32 parameter buffer described by ParamLayout.
+// Hugging Face model folders: config.json + weights (model.safetensors, pytorch_model.bin, or
+// either sharded behind its index) + tokenizer files, loaded into and saved from the one flat
+// fp32 parameter buffer described by ParamLayout. Saving writes model.safetensors.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/param_layout.h"
@@ -24,30 +26,42 @@ struct ModelState {
   explicit ModelState(const ModelConfig& c) : config(c), layout(config), params(layout.total()) {}
 };
 
-// How a checkpoint's tensors map onto a layout (header only, no data read).
+// How a checkpoint's tensors map onto a layout (names, shapes and dtypes only, no data read).
+// Names rather than pointers, so that a match outlives the Checkpoint it was made from.
 struct CheckpointMatch {
-  std::vector<const TensorInfo*> tensors;  // per layout entry; nullptr: a head to initialise
-  std::vector<std::string> initialised;    // head modules absent from the checkpoint
-  std::vector<std::string> ignored;        // floating tensors the layout does not use
-  bool base_model_names = false;           // names lack the "distilbert." / "bert." prefix
+  // Per layout entry: the tensor's name in the checkpoint, or "" for a head to initialise.
+  std::vector<std::string> names;
+  std::vector<std::string> initialised;  // head modules absent from the checkpoint
+  std::vector<std::string> ignored;      // floating tensors the layout does not use
+  bool base_model_names = false;         // names lack the "distilbert." / "bert." prefix
 };
 
-// Checks that every layout tensor is in the file with exactly its shape and a floating dtype.
-// Accepts base-model names (saved from DistilBertModel / BertModel: no prefix) and a missing
-// head (pre_classifier / pooler, classifier; each module wholly absent) as from_pretrained
-// does. Non-floating buffers (e.g. bert.embeddings.position_ids) are skipped. Throws Error
-// naming the file and the tensor.
+// Checks that every layout tensor is in the checkpoint with exactly its shape and a floating
+// dtype. Accepts base-model names (saved from DistilBertModel / BertModel: no prefix) and a
+// missing head (pre_classifier / pooler, classifier; each module wholly absent) as
+// from_pretrained does. Non-floating buffers (e.g. bert.embeddings.position_ids) are skipped.
+// Throws Error naming the file (the index, for a tensor missing from a sharded checkpoint) and
+// the tensor.
+CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
+                                 const ModelConfig& config);
+// The same for one safetensors file the caller holds open (bertfit inspect's).
 CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
                                  const ModelConfig& config);
 
-// dir/model.safetensors after checking that dir is a folder holding it; otherwise an Error
-// (with conversion instructions when only pytorch_model.bin is there).
+// The weights of model folder `dir` in transformers' order of preference
+// (PreTrainedModel.from_pretrained): dir/model.safetensors, model.safetensors.index.json,
+// pytorch_model.bin, pytorch_model.bin.index.json, the first that exists. Throws Error if dir
+// is not a folder or holds none of them.
 std::string model_weights_path(const std::string& dir);
 
-// Loads dir/config.json and dir/model.safetensors. Head modules absent from the checkpoint are
-// initialised as transformers does (with head_init_seed), with a log line; unused floating
-// tensors are ignored with a warning. Throws Error for a missing folder or file (a folder with
-// only pytorch_model.bin gets instructions to convert it), or any mismatch.
+// Opens model_weights_path(dir) in its format, with its shards if it is an index.
+Checkpoint open_model_weights(const std::string& dir);
+
+// Loads dir/config.json and the folder's weights (open_model_weights); fp16, bf16 and fp64
+// tensors become fp32. Head modules absent from the checkpoint are initialised as transformers
+// does (with head_init_seed), with a log line; unused floating tensors are ignored with a
+// warning. Throws Error for a missing folder or file, a checkpoint bertfit refuses (see
+// io/pytorch.h and io/checkpoint.h), or any mismatch.
 ModelState load_model(const std::string& dir, std::uint64_t head_init_seed = 42);
 
 // Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order), vocab.txt and

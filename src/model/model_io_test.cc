@@ -1,5 +1,8 @@
 // Model folder I/O: loading the golden transformers folders (values equal the file), every
-// kind of broken or partial checkpoint, base-model names with a fresh head, and save -> load.
+// kind of broken or partial checkpoint, base-model names with a fresh head, save -> load, and
+// every form transformers saves weights in (pytorch_model.bin in fp32, fp16 and bf16, sharded
+// PyTorch and safetensors checkpoints) loading the same parameters, in transformers' order of
+// preference.
 #include "model/model_io.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -15,6 +19,9 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/safetensors.h"
+#include "model/init.h"
+#include "model/test_config.h"
+#include "tests/util/torch_fixtures.h"
 
 namespace bertfit {
 namespace {
@@ -109,11 +116,13 @@ TEST_F(ModelIo, MissingFolderFileAndWeights) {
   EXPECT_NE(error_of([&] { load_model(empty); }).find("config.json"), std::string::npos);
 
   fs::copy_file(kGolden + "distilbert-tiny/model/config.json", empty + "/config.json");
-  EXPECT_NE(error_of([&] { load_model(empty); }).find("no model.safetensors"), std::string::npos);
-  write_file_atomic(empty + "/pytorch_model.bin", "pickle");
   std::string msg = error_of([&] { load_model(empty); });
-  EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("safe_serialization=True"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no model.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pytorch_model.bin"), std::string::npos) << msg;
+  write_file_atomic(empty + "/pytorch_model.bin", "pickle");
+  msg = error_of([&] { load_model(empty); });
+  EXPECT_NE(msg.find(empty + "/pytorch_model.bin: not a PyTorch checkpoint"), std::string::npos)
+      << msg;
 }
 
 TEST_F(ModelIo, MissingTensorWrongShapeWrongDtype) {
@@ -262,6 +271,172 @@ TEST_F(ModelIo, SaveErrors) {
   EXPECT_NE(
       error_of([&] { save_model(out, state, (dir_ / "none.txt").string()); }).find("none.txt"),
       std::string::npos);
+}
+
+// ---- Every form transformers saves weights in loads the same parameters.
+
+// A folder `name` holding a golden model's config.json and vocab.txt, and no weights.
+std::string folder_of(const fs::path& root, const std::string& model, const std::string& name) {
+  std::string out = (root / name).string();
+  fs::create_directories(out);
+  for (const char* f : {"config.json", "vocab.txt"}) {
+    fs::copy_file(kGolden + model + "/model/" + f, out + "/" + f);
+  }
+  return out;
+}
+
+void expect_same_params(const ModelState& got, const ModelState& want) {
+  EXPECT_EQ(got.config, want.config);
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (const ParamEntry& e : want.layout.entries()) {
+    EXPECT_EQ(std::memcmp(got.params.data() + e.offset, want.params.data() + e.offset, e.size * 4),
+              0)
+        << e.name;
+  }
+}
+
+// Writes the tensors of safetensors file `src` into `shards` shards named as save_pretrained
+// names them, with model.safetensors.index.json, in `dir`.
+void write_sharded_safetensors(const std::string& src, const std::string& dir, int shards) {
+  auto file = SafetensorsFile::open(src);
+  const auto& all = file.tensors();
+  const std::size_t per = (all.size() + shards - 1) / shards;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (int k = 0; k < shards; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", k + 1, shards);
+    std::vector<TensorToWrite> part;
+    for (std::size_t i = k * per; i < all.size() && i < (k + 1) * per; ++i) {
+      part.push_back({all[i].name, all[i].dtype, all[i].shape, file.bytes(all[i]).data()});
+      weight_map[all[i].name] = name;
+    }
+    write_safetensors(dir + "/" + name, part);
+  }
+  write_file_atomic(
+      dir + "/model.safetensors.index.json",
+      nlohmann::json({{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}).dump(2));
+}
+
+TEST_F(ModelIo, ShardedSafetensorsLoadAsTheSingleFile) {
+  for (const char* model : {"distilbert-tiny", "bert-tiny"}) {
+    std::string dir = folder_of(dir_, model, std::string(model) + "-sharded");
+    write_sharded_safetensors(kGolden + model + "/model/model.safetensors", dir, 3);
+    EXPECT_EQ(model_weights_path(dir), dir + "/model.safetensors.index.json");
+    expect_same_params(load_model(dir), load_model(kGolden + model + "/model"));
+  }
+  // A tensor missing from every shard is named with the index.
+  std::string dir = rewritten("distilbert-tiny", [](const std::string& n) {
+    return n == "distilbert.embeddings.LayerNorm.bias" ? std::nullopt : std::optional(n);
+  });
+  write_sharded_safetensors(dir + "/model.safetensors", dir, 2);
+  fs::remove(dir + "/model.safetensors");
+  std::string msg = error_of([&] { load_model(dir); });
+  EXPECT_NE(msg.find(dir + "/model.safetensors.index.json: tensor "
+                           "'distilbert.embeddings.LayerNorm.bias' is missing"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_F(ModelIo, WeightsAreChosenInTransformersOrder) {
+  // model.safetensors, then its index, then pytorch_model.bin, then its index: the first that
+  // exists is read and the others never opened (here they are not even checkpoints).
+  std::string dir = folder_of(dir_, "bert-tiny", "order");
+  write_file_atomic(dir + "/pytorch_model.bin.index.json", "not json");
+  EXPECT_EQ(model_weights_path(dir), dir + "/pytorch_model.bin.index.json");
+  EXPECT_NE(error_of([&] { load_model(dir); }).find(dir + "/pytorch_model.bin.index.json"),
+            std::string::npos);
+  write_file_atomic(dir + "/pytorch_model.bin", "not a zip");
+  EXPECT_EQ(model_weights_path(dir), dir + "/pytorch_model.bin");
+  EXPECT_NE(error_of([&] { load_model(dir); }).find(dir + "/pytorch_model.bin: not a PyTorch"),
+            std::string::npos);
+  write_sharded_safetensors(kGolden + "bert-tiny/model/model.safetensors", dir, 2);
+  EXPECT_EQ(model_weights_path(dir), dir + "/model.safetensors.index.json");
+  ModelState golden = load_model(kGolden + "bert-tiny/model");
+  expect_same_params(load_model(dir), golden);
+  fs::copy_file(kGolden + "bert-tiny/model/model.safetensors", dir + "/model.safetensors");
+  fs::remove(dir + "/model-00001-of-00002.safetensors");  // the index is not read any more
+  EXPECT_EQ(model_weights_path(dir), dir + "/model.safetensors");
+  expect_same_params(load_model(dir), golden);
+}
+
+class ModelIoTorch : public ModelIo {
+ protected:
+  void SetUp() override {
+    ModelIo::SetUp();
+    if (testing::python_with_torch().empty()) GTEST_SKIP() << testing::kNoTorch;
+  }
+  // make_torch_checkpoints.py model SRC DTYPE SHARDS PT_DIR [ST_DIR].
+  static void convert(const std::string& src, const std::string& dtype, int shards,
+                      const std::string& pt_dir, const std::string& st_dir = "") {
+    ASSERT_TRUE(testing::make_torch_checkpoints(
+        cat("model ", src, " ", dtype, " ", shards, " ", pt_dir, " ", st_dir)));
+  }
+};
+
+TEST_F(ModelIoTorch, PytorchModelBinLoadsAsItsSafetensors) {
+  // DistilBERT's file also holds vocab_projector.weight tied to the word embeddings (one
+  // storage, ignored on load); BERT's holds the int64 position_ids buffer (skipped).
+  for (const char* model : {"distilbert-tiny", "bert-tiny"}) {
+    std::string dir = folder_of(dir_, model, std::string(model) + "-pt");
+    convert(kGolden + model + "/model/model.safetensors", "f32", 1, dir);
+    EXPECT_EQ(model_weights_path(dir), dir + "/pytorch_model.bin");
+    expect_same_params(load_model(dir), load_model(kGolden + model + "/model"));
+  }
+}
+
+TEST_F(ModelIoTorch, ShardedPytorchLoadsAsTheSingleFile) {
+  std::string dir = folder_of(dir_, "bert-tiny", "pt-sharded");
+  convert(kGolden + "bert-tiny/model/model.safetensors", "f32", 3, dir);
+  EXPECT_TRUE(fs::exists(dir + "/pytorch_model-00003-of-00003.bin"));
+  EXPECT_EQ(model_weights_path(dir), dir + "/pytorch_model.bin.index.json");
+  expect_same_params(load_model(dir), load_model(kGolden + "bert-tiny/model"));
+}
+
+TEST_F(ModelIoTorch, HalfAndBfloat16CheckpointsLoadAsFp32) {
+  const ModelState golden = load_model(kGolden + "distilbert-tiny/model");
+  for (const char* dtype : {"f16", "bf16"}) {
+    std::string pt = folder_of(dir_, "distilbert-tiny", std::string("pt-") + dtype);
+    std::string st = folder_of(dir_, "distilbert-tiny", std::string("st-") + dtype);
+    convert(kGolden + "distilbert-tiny/model/model.safetensors", dtype, 1, pt, st);
+    ModelState from_pt = load_model(pt);
+    // The same half-precision tensors written as safetensors load to the same fp32 values.
+    expect_same_params(from_pt, load_model(st));
+    // And they are the golden weights rounded once to the half type: a relative error of at most
+    // half an ulp (2^-11 for fp16's 10-bit mantissa, 2^-8 for bf16's 7-bit one), plus, for fp16,
+    // half its smallest subnormal (2^-25) for weights below its normal range (6.1e-5).
+    const bool f16 = std::string(dtype) == "f16";
+    const double rel = f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    const double tiny = f16 ? std::ldexp(1.0, -25) : 0.0;
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < golden.params.size(); ++i) {
+      const double want = golden.params[i], got = from_pt.params[i];
+      ASSERT_LE(std::abs(got - want), std::abs(want) * rel + tiny) << dtype << " element " << i;
+      changed += got != want;
+    }
+    EXPECT_GT(changed, golden.params.size() / 2) << dtype;  // it did go through the half type
+  }
+}
+
+TEST_F(ModelIoTorch, AModelMadeByInitLoadsFromEveryForm) {
+  // What `bertfit init` does (cmd_init.cc): fresh parameters, saved as a model folder.
+  ModelState state(small_test_config(Arch::kBert, 3));
+  init_params(state.layout, state.config, 7, state.params.data());
+  std::string vocab;
+  for (int i = 0; i < 200; ++i) vocab += cat("tok", i, "\n");
+  write_file_atomic((dir_ / "vocab.txt").string(), vocab);
+  const std::string made = (dir_ / "made").string();
+  save_model(made, state, (dir_ / "vocab.txt").string());
+
+  for (int shards : {1, 2}) {
+    const std::string dir = (dir_ / cat("made-pt-", shards)).string();
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "vocab.txt"}) fs::copy_file(made + "/" + f, dir + "/" + f);
+    convert(made + "/model.safetensors", "f32", shards, dir);
+    ModelState back = load_model(dir);
+    ASSERT_EQ(back.params.size(), state.params.size());
+    EXPECT_EQ(std::memcmp(back.params.data(), state.params.data(), state.params.size() * 4), 0)
+        << shards << " shard(s)";
+  }
 }
 
 TEST(ModelIoVocab, CountsLinesAsBertTokenizer) {
