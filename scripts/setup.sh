@@ -3,7 +3,8 @@
 # Usage: scripts/setup.sh            (as root, or with sudo available)
 # ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL runtime, and its CMake package
 # (find_package(dnnl)) fails without OpenCL's headers; apt only recommends it, and recommends
-# are not installed here.
+# are not installed here. libcurl4-openssl-dev and libssl-dev: the Hub client (src/hub: HTTPS, and
+# libcrypto's sha256); python3: the Hub emulator its tests start.
 # python3-torch: the checkpoint tests (io_pytorch_test, model_io_test) have PyTorch itself write
 # the pytorch_model.bin files they read (tests/fixtures/make_torch_checkpoints.py, run with
 # /usr/bin/python3); without it those tests skip.
@@ -11,11 +12,10 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libutf8proc-dev libcli11-dev
+  nlohmann-json3-dev libutf8proc-dev libcli11-dev libcurl4-openssl-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
-  iproute2
-  python3-torch
+  iproute2 python3 python3-torch
 )
 missing=()
 for p in "${packages[@]}"; do

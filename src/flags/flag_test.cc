@@ -57,8 +57,10 @@ TEST(Flag, PrecisionIsAChoice) {
   EXPECT_EQ(t.get(), "fp32");
   EXPECT_TRUE(t.set("bf16"));
   EXPECT_EQ(c.precision, Precision::kBF16);
+  EXPECT_TRUE(t.set("int8"));
+  EXPECT_EQ(c.precision, Precision::kInt8);
   EXPECT_FALSE(t.set("fp16"));
-  EXPECT_EQ(t.accepted, "fp32 or bf16");
+  EXPECT_EQ(t.accepted, "fp32, bf16 or int8");
 }
 
 }  // namespace
