@@ -8,11 +8,12 @@
 # python3-torch: the checkpoint tests (io_pytorch_test, model_io_test) have PyTorch itself write
 # the pytorch_model.bin files they read (tests/fixtures/make_torch_checkpoints.py, run with
 # /usr/bin/python3); without it those tests skip.
+# libboost-dev: Boost.Beast/Asio (header-only), the HTTP server of `bertfit serve` (src/serve).
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libutf8proc-dev libcli11-dev libcurl4-openssl-dev libssl-dev
+  nlohmann-json3-dev libutf8proc-dev libcli11-dev libcurl4-openssl-dev libssl-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2 python3 python3-torch

@@ -43,7 +43,7 @@ TEST(HelpCli, HelpListsTheCommandsInTheirOrder) {
   ASSERT_EQ(r.exit_code, 0);
   std::size_t at = 0;
   for (const char* cmd :
-       {"train", "eval", "predict", "tokenize", "init", "inspect", "forward", "bench"}) {
+       {"train", "eval", "predict", "serve", "tokenize", "init", "inspect", "forward", "bench"}) {
     const std::size_t pos = r.out.find(std::string("\n  ") + cmd + " ", at);
     ASSERT_NE(pos, std::string::npos) << cmd << " missing or out of order:\n" << r.out;
     at = pos + 1;
@@ -54,7 +54,7 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   CLI::App app;
   cli::build_app(app);
   const std::vector<CLI::App*> commands = all_commands(app);
-  ASSERT_EQ(commands.size(), 8u);
+  ASSERT_EQ(commands.size(), 9u);
   for (const CLI::App* cmd : commands) {
     const std::string name = cmd->get_name();
     RunResult r = run_bertfit(name + " --help");

@@ -1,0 +1,82 @@
+// libFuzzer target: arbitrary bytes as the body of POST /predict and POST /tokenize
+// (serve/protocol.h), and each decoded input encoded for a model of 64 positions with and
+// without truncation, in both directions. A body either decodes or is refused with an ApiError
+// of a 4xx status; nothing else may escape. Checks: a decoded request has 1..max inputs, an
+// encoding fits max_len and starts with [CLS], a refusal's error body is JSON. The vocabulary is
+// bert-base-uncased from $BERTFIT_FUZZ_VOCAB, else BERTFIT_SHARED_DIR/data/vocab/.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "base/file.h"
+#include "serve/protocol.h"
+
+namespace {
+
+using bertfit::serve::ApiError;
+
+constexpr int kMaxBatch = 8;
+constexpr int kMaxLen = 64;
+
+std::string vocab_path() {
+  if (const char* env = std::getenv("BERTFIT_FUZZ_VOCAB"); env != nullptr && *env != '\0') {
+    return env;
+  }
+#ifdef BERTFIT_SHARED_DIR
+  const std::string built_in =
+      std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt";
+  if (bertfit::path_exists(built_in)) return built_in;
+#endif
+  std::fprintf(stderr, "set BERTFIT_FUZZ_VOCAB to bert-base-uncased.txt\n");
+  std::abort();
+}
+
+const bertfit::WordPieceTokenizer& tokenizer() {
+  static const bertfit::WordPieceTokenizer tok =
+      bertfit::WordPieceTokenizer::from_vocab_file(vocab_path());
+  return tok;
+}
+
+void check_refusal(const ApiError& e) {
+  if (e.status() < 400 || e.status() > 499) std::abort();
+  nlohmann::json j = nlohmann::json::parse(bertfit::serve::error_body(e.type(), e.what()));
+  if (!j.contains("error") || !j.contains("error_type")) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  using namespace bertfit::serve;
+  try {
+    PredictRequest r = decode_predict_request(body, kMaxBatch);
+    if (r.inputs.empty() || r.inputs.size() > kMaxBatch) std::abort();
+    if (!r.batch && r.inputs.size() != 1) std::abort();
+    for (const TextInput& in : r.inputs) {
+      for (bool truncate : {true, false}) {
+        for (auto dir : {TruncationDirection::kRight, TruncationDirection::kLeft}) {
+          try {
+            bertfit::Encoding e = encode_input(tokenizer(), in, truncate, dir, kMaxLen);
+            if (e.input_ids.size() > kMaxLen || e.input_ids.size() < 2) std::abort();
+            if (e.input_ids.front() != tokenizer().cls_id()) std::abort();
+            if (e.token_type_ids.size() != e.input_ids.size()) std::abort();
+          } catch (const ApiError& e) {
+            if (truncate || e.status() != 422) std::abort();  // only a refused long input
+          }
+        }
+      }
+    }
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  try {
+    TokenizeRequest t = decode_tokenize_request(body, kMaxBatch);
+    if (t.inputs.empty() || t.inputs.size() > kMaxBatch) std::abort();
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  return 0;
+}

@@ -1,0 +1,110 @@
+// The request queue and its compute worker (see batcher.h).
+#include "serve/batcher.h"
+
+#include "base/check.h"
+#include "base/log.h"
+
+namespace bertfit::serve {
+
+Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits)
+    : engine_(engine), metrics_(metrics), limits_(limits) {
+  CHECK(limits_.max_batch_tokens > 0, "max_batch_tokens ", limits_.max_batch_tokens);
+  worker_ = std::thread([this] { work(); });
+}
+
+Batcher::~Batcher() { stop(); }
+
+bool Batcher::submit(std::shared_ptr<Job> job) {
+  const std::size_t n = job->inputs.size();
+  CHECK(n > 0, "empty job");
+  job->logits.assign(n * engine_.num_labels(), 0.0f);
+  job->remaining = n;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    job->enqueued = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto tokens = static_cast<std::int64_t>(job->inputs[i].input_ids.size());
+      CHECK(tokens <= limits_.max_batch_tokens, "input of ", tokens, " tokens");
+      queue_.push_back({job, i});
+      queued_tokens_ += tokens;
+    }
+    metrics_.set_queue_size(static_cast<std::int64_t>(queue_.size()));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void Batcher::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (worker_.joinable()) worker_.join();
+}
+
+std::int64_t Batcher::queued() const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::int64_t>(queue_.size());
+}
+
+void Batcher::work() {
+  std::vector<Item> batch;
+  for (;;) {
+    batch.clear();
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and nothing left to compute
+      // Everything queued that fits, in arrival order; the first item always fits.
+      std::int64_t tokens = 0;
+      while (!queue_.empty()) {
+        const Item& next = queue_.front();
+        const auto t = static_cast<std::int64_t>(next.job->inputs[next.index].input_ids.size());
+        const bool full = tokens + t > limits_.max_batch_tokens ||
+                          (limits_.max_batch_requests > 0 &&
+                           static_cast<std::int64_t>(batch.size()) >= limits_.max_batch_requests);
+        if (!batch.empty() && full) break;
+        tokens += t;
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      queued_tokens_ -= tokens;
+      metrics_.set_queue_size(static_cast<std::int64_t>(queue_.size()));
+      metrics_.batch(static_cast<std::int64_t>(batch.size()), tokens);
+    }
+    run_batch(batch);
+  }
+}
+
+void Batcher::run_batch(std::vector<Item>& batch) {
+  const Clock::time_point start = Clock::now();
+  const int K = engine_.num_labels();
+  sequences_.clear();
+  for (const Item& item : batch) sequences_.push_back(&item.job->inputs[item.index]);
+  logits_.resize(batch.size() * K);
+  bool failed = false;
+  try {
+    engine_.run(sequences_, logits_.data());
+  } catch (const std::exception& e) {
+    // An Error from the model (none is expected for valid encodings) fails these jobs, not the
+    // server.
+    log_warn("serve: batch of ", batch.size(), " inputs failed: ", e.what());
+    failed = true;
+  }
+  const double inference = std::chrono::duration<double>(Clock::now() - start).count();
+  metrics_.inference(inference);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Job& job = *batch[i].job;
+    const double queued = std::chrono::duration<double>(start - job.enqueued).count();
+    metrics_.queue(queued);
+    job.queue_seconds += queued;
+    job.inference_seconds += inference;
+    if (failed) job.failed = true;
+    std::copy_n(logits_.data() + i * K, K, job.logits.data() + batch[i].index * K);
+    if (--job.remaining == 0) job.on_done(batch[i].job);
+  }
+}
+
+}  // namespace bertfit::serve

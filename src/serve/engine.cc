@@ -1,0 +1,90 @@
+// The serving engine (see engine.h).
+#include "serve/engine.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/check.h"
+
+namespace bertfit::serve {
+
+Engine::Engine(const ModelState& state, Precision precision, std::int64_t max_padded_tokens)
+    : state_(state),
+      model_(state.config, state.layout, precision),
+      weights_(model_.make_weights()),
+      max_padded_tokens_(max_padded_tokens) {
+  weights_.prepare(state.params.data(), /*with_backward=*/false);
+}
+
+void Engine::run(std::span<const Encoding* const> sequences, float* logits) {
+  order_.resize(sequences.size());
+  std::iota(order_.begin(), order_.end(), std::size_t{0});
+  std::stable_sort(order_.begin(), order_.end(), [&](std::size_t x, std::size_t y) {
+    return sequences[x]->input_ids.size() < sequences[y]->input_ids.size();
+  });
+  // Sorted by length, a run of B sequences pads to its last one's length T: cut where B·T would
+  // pass the bound (a sequence alone always fits: max_positions <= max_padded_tokens).
+  std::size_t first = 0;
+  while (first < order_.size()) {
+    std::size_t end = first + 1;
+    while (end < order_.size() &&
+           static_cast<std::int64_t>(end + 1 - first) *
+                   static_cast<std::int64_t>(sequences[order_[end]]->input_ids.size()) <=
+               max_padded_tokens_) {
+      ++end;
+    }
+    forward(sequences, std::span(order_).subspan(first, end - first), logits);
+    first = end;
+  }
+}
+
+void Engine::forward(std::span<const Encoding* const> sequences, std::span<const std::size_t> rows,
+                     float* logits) {
+  const int B = static_cast<int>(rows.size());
+  int T = 0;
+  for (std::size_t r : rows) T = std::max(T, static_cast<int>(sequences[r]->input_ids.size()));
+  CHECK(T <= state_.config.max_positions, "sequence of ", T, " tokens");
+  const std::size_t n = static_cast<std::size_t>(B) * T;
+  ids_.assign(n, 0);
+  types_.assign(n, 0);
+  mask_.assign(n, 0);
+  for (int b = 0; b < B; ++b) {
+    const Encoding& e = *sequences[rows[b]];
+    std::copy(e.input_ids.begin(), e.input_ids.end(), ids_.begin() + std::size_t(b) * T);
+    std::copy(e.token_type_ids.begin(), e.token_type_ids.end(),
+              types_.begin() + std::size_t(b) * T);
+    std::fill_n(mask_.begin() + std::size_t(b) * T, e.input_ids.size(), 1);
+  }
+  ModelInput in{B, T, ids_.data(), types_.data(), mask_.data()};
+  model_.forward(weights_, in, DropoutState{}, acts_);
+  const int K = num_labels();
+  for (int b = 0; b < B; ++b) {
+    std::copy_n(acts_.logits.data() + std::int64_t{b} * K, K, logits + rows[b] * K);
+  }
+}
+
+void Engine::warm_up(std::int32_t cls_id, std::int32_t sep_id) {
+  // The longest sequences the bound allows, then as many of the shortest: the two extremes of
+  // rows (B·T) and of batch size B that a forward can reach.
+  const int max_len = state_.config.max_positions;
+  std::vector<Encoding> seqs;
+  for (int len : {max_len, 2}) {
+    const std::int64_t count = std::max<std::int64_t>(1, max_padded_tokens_ / len);
+    seqs.assign(count, Encoding{});
+    for (Encoding& e : seqs) {
+      e.input_ids.assign(len, cls_id);
+      e.input_ids.back() = sep_id;
+      e.token_type_ids.assign(len, 0);
+      e.attention_mask.assign(len, 1);
+    }
+    std::vector<const Encoding*> ptrs;
+    for (const Encoding& e : seqs) ptrs.push_back(&e);
+    std::vector<float> out(seqs.size() * num_labels());
+    run(ptrs, out.data());
+  }
+  ids_.reserve(max_padded_tokens_);
+  types_.reserve(max_padded_tokens_);
+  mask_.reserve(max_padded_tokens_);
+}
+
+}  // namespace bertfit::serve

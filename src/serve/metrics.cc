@@ -1,0 +1,133 @@
+// Prometheus text rendering of the server metrics (see metrics.h).
+#include "serve/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace bertfit::serve {
+namespace {
+
+std::vector<double> seconds_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+}
+
+std::vector<double> powers_of_two(double last) {
+  std::vector<double> b;
+  for (double v = 1; v <= last; v *= 2) b.push_back(v);
+  return b;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);
+  if (it != bounds_.end()) ++counts_[it - bounds_.begin()];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name) const {
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + number(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : tokenization_(seconds_buckets()),
+      queue_(seconds_buckets()),
+      inference_(seconds_buckets()),
+      request_(seconds_buckets()),
+      batch_size_(powers_of_two(4096)),
+      batch_tokens_(powers_of_two(65536)),
+      input_tokens_(powers_of_two(512)) {}
+
+void Metrics::request(const std::string& route, int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[{route, status}];
+}
+void Metrics::tokenization(double s) {
+  std::lock_guard lock(mu_);
+  tokenization_.observe(s);
+}
+void Metrics::queue(double s) {
+  std::lock_guard lock(mu_);
+  queue_.observe(s);
+}
+void Metrics::inference(double s) {
+  std::lock_guard lock(mu_);
+  inference_.observe(s);
+}
+void Metrics::batch(std::int64_t sequences, std::int64_t tokens) {
+  std::lock_guard lock(mu_);
+  batch_size_.observe(static_cast<double>(sequences));
+  batch_tokens_.observe(static_cast<double>(tokens));
+}
+void Metrics::input_tokens(std::int64_t tokens) {
+  std::lock_guard lock(mu_);
+  input_tokens_.observe(static_cast<double>(tokens));
+}
+void Metrics::request_duration(double s) {
+  std::lock_guard lock(mu_);
+  request_.observe(s);
+}
+void Metrics::set_queue_size(std::int64_t n) {
+  std::lock_guard lock(mu_);
+  queue_size_ = n;
+}
+void Metrics::set_in_flight(std::int64_t n) {
+  std::lock_guard lock(mu_);
+  in_flight_ = n;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  header(out, "bertfit_requests_total", "counter", "HTTP requests answered, by route and status");
+  for (const auto& [key, n] : requests_) {
+    out += "bertfit_requests_total{route=\"" + key.first + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  const std::pair<const Histogram*, const char*> histograms[] = {
+      {&tokenization_, "bertfit_tokenization_seconds"},
+      {&queue_, "bertfit_queue_seconds"},
+      {&inference_, "bertfit_inference_seconds"},
+      {&request_, "bertfit_request_seconds"},
+      {&batch_size_, "bertfit_batch_size"},
+      {&batch_tokens_, "bertfit_batch_tokens"},
+      {&input_tokens_, "bertfit_input_tokens"},
+  };
+  const char* helps[] = {"Time to tokenize one input",
+                         "Time one input waited for the compute worker",
+                         "Time of one batch's forward passes",
+                         "Time from a /predict request's arrival to its answer",
+                         "Sequences per batch",
+                         "Real tokens per batch",
+                         "Tokens per input after truncation"};
+  for (std::size_t i = 0; i < std::size(histograms); ++i) {
+    header(out, histograms[i].second, "histogram", helps[i]);
+    histograms[i].first->render(out, histograms[i].second);
+  }
+  header(out, "bertfit_queue_size", "gauge", "Sequences waiting for the compute worker");
+  out += "bertfit_queue_size " + std::to_string(queue_size_) + "\n";
+  header(out, "bertfit_in_flight_requests", "gauge", "Requests being processed");
+  out += "bertfit_in_flight_requests " + std::to_string(in_flight_) + "\n";
+  return out;
+}
+
+}  // namespace bertfit::serve

@@ -1,0 +1,54 @@
+// The server's counters and histograms, rendered in Prometheus' text format (GET /metrics):
+// requests by route and status, the time each input spent being tokenized, queued and computed,
+// whole-request time, batch sizes (sequences and real tokens per batch) and input lengths.
+// Thread-safe; one mutex, taken briefly per observation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bertfit::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size()) {}
+  void observe(double v);
+  // "name_bucket{le=...} n" lines (cumulative), name_sum and name_count.
+  void render(std::string& out, const std::string& name) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;  // per bound, not cumulative
+  double sum_ = 0;
+  std::uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void request(const std::string& route, int status);
+  void tokenization(double seconds);  // per input
+  void queue(double seconds);         // per input: from enqueued to its batch's start
+  void inference(double seconds);     // per batch
+  void batch(std::int64_t sequences, std::int64_t tokens);
+  void input_tokens(std::int64_t tokens);  // per input
+  void request_duration(double seconds);   // per answered /predict request
+  void set_queue_size(std::int64_t sequences);
+  void set_in_flight(std::int64_t requests);
+
+  std::string render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
+  Histogram tokenization_, queue_, inference_, request_, batch_size_, batch_tokens_, input_tokens_;
+  std::int64_t queue_size_ = 0, in_flight_ = 0;
+};
+
+}  // namespace bertfit::serve

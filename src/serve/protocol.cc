@@ -1,0 +1,172 @@
+// Decoding of the TEI request bodies and encoding of one input (see protocol.h).
+#include "serve/protocol.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "tokenizer/normalizer.h"
+
+namespace bertfit::serve {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad_request(const std::string& message) {
+  throw ApiError(400, "validation", message);
+}
+
+// The body as JSON: 422 if it is not UTF-8 (TEI refuses such text as a tokenizer error), 400
+// if it is not JSON or not an object.
+json parse_body(std::string_view body) {
+  if (!valid_utf8(body)) throw ApiError(422, "tokenizer", "the request body is not valid UTF-8");
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad_request("the request body is not valid JSON");
+  if (!j.is_object()) bad_request("the request body must be a JSON object");
+  return j;
+}
+
+// The value of an optional boolean key (absent or null: nullopt).
+std::optional<bool> optional_bool(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) bad_request(cat("`", key, "` must be a boolean"));
+  return it->get<bool>();
+}
+
+// One element of a batch: "text", ["text"] or ["a", "b"].
+TextInput sequence(const json& j, std::size_t index) {
+  if (j.is_string()) return {j.get<std::string>(), std::nullopt};
+  if (j.is_array() && (j.size() == 1 || j.size() == 2) &&
+      std::all_of(j.begin(), j.end(), [](const json& t) { return t.is_string(); })) {
+    TextInput in{j[0].get<std::string>(), std::nullopt};
+    if (j.size() == 2) in.b = j[1].get<std::string>();
+    return in;
+  }
+  bad_request(cat("`inputs[", index, "]` must be a text, [text] or [text, text_pair]"));
+}
+
+void check_batch_size(std::size_t n, int max_client_batch_size) {
+  if (n == 0) throw ApiError(400, "empty", "`inputs` cannot be empty");
+  if (n > static_cast<std::size_t>(max_client_batch_size)) {
+    throw ApiError(413, "validation",
+                   cat("batch size ", n, " > maximum allowed batch size ", max_client_batch_size));
+  }
+}
+
+}  // namespace
+
+std::string error_body(const std::string& type, const std::string& message) {
+  // Messages may quote client bytes; dump() replaces anything that is not UTF-8.
+  return json{{"error", message}, {"error_type", type}}.dump(-1, ' ', false,
+                                                             json::error_handler_t::replace);
+}
+
+bool valid_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    if (*p < 0x80) {
+      ++p;
+      continue;
+    }
+    const auto* start = p;
+    // decode_utf8 reads an invalid byte as U+FFFD and advances by one; a real U+FFFD has three.
+    if (tokenizer_detail::decode_utf8(p, end) == 0xFFFD && p - start == 1) return false;
+  }
+  return true;
+}
+
+PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  PredictRequest r;
+  auto inputs = j.find("inputs");
+  if (inputs == j.end()) bad_request("missing field `inputs`");
+  if (inputs->is_string()) {
+    r.inputs.push_back({inputs->get<std::string>(), std::nullopt});
+  } else if (inputs->is_array()) {
+    const json& list = *inputs;
+    if (list.size() == 2 && list[0].is_string() && list[1].is_string()) {
+      r.inputs.push_back({list[0].get<std::string>(), list[1].get<std::string>()});
+    } else {
+      check_batch_size(list.size(), max_client_batch_size);
+      r.batch = true;
+      r.inputs.reserve(list.size());
+      for (std::size_t i = 0; i < list.size(); ++i) r.inputs.push_back(sequence(list[i], i));
+    }
+  } else {
+    bad_request("`inputs` must be a text, a pair of texts or a list of them");
+  }
+  r.truncate = optional_bool(j, "truncate");
+  r.raw_scores = optional_bool(j, "raw_scores").value_or(false);
+  auto dir = j.find("truncation_direction");
+  if (dir != j.end() && !dir->is_null()) {
+    const std::string word = dir->is_string() ? dir->get<std::string>() : "";
+    if (word == "right" || word == "Right") {
+      r.direction = TruncationDirection::kRight;
+    } else if (word == "left" || word == "Left") {
+      r.direction = TruncationDirection::kLeft;
+    } else {
+      bad_request("`truncation_direction` must be \"right\" or \"left\"");
+    }
+  }
+  return r;
+}
+
+TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  TokenizeRequest r;
+  auto inputs = j.find("inputs");
+  if (inputs == j.end()) bad_request("missing field `inputs`");
+  if (inputs->is_string()) {
+    r.inputs.push_back(inputs->get<std::string>());
+  } else if (inputs->is_array()) {
+    check_batch_size(inputs->size(), max_client_batch_size);
+    for (const json& t : *inputs) {
+      if (!t.is_string()) bad_request("`inputs` must be a text or a list of texts");
+      r.inputs.push_back(t.get<std::string>());
+    }
+  } else {
+    bad_request("`inputs` must be a text or a list of texts");
+  }
+  r.add_special_tokens = optional_bool(j, "add_special_tokens").value_or(true);
+  return r;
+}
+
+Encoding encode_input(const WordPieceTokenizer& tokenizer, const TextInput& input, bool truncate,
+                      TruncationDirection direction, int max_len) {
+  std::vector<std::int32_t> a = tokenizer.tokenize_ids(input.a);
+  std::optional<std::vector<std::int32_t>> b;
+  if (input.b) b = tokenizer.tokenize_ids(*input.b);
+  const std::size_t specials = b ? 3 : 2;
+  const std::size_t total = a.size() + (b ? b->size() : 0) + specials;
+  if (total > static_cast<std::size_t>(max_len)) {
+    if (!truncate) {
+      throw ApiError(422, "validation",
+                     cat("Input validation error: `inputs` must have less than ", max_len,
+                         " tokens. Given: ", total));
+    }
+    // longest_first: one token at a time from the longer text, from b on ties.
+    std::size_t keep_a = a.size(), keep_b = b ? b->size() : 0;
+    const std::size_t budget = static_cast<std::size_t>(max_len) - specials;
+    while (keep_a + keep_b > budget) {
+      if (keep_a > keep_b) {
+        --keep_a;
+      } else {
+        --keep_b;
+      }
+    }
+    auto cut = [direction](std::vector<std::int32_t>& ids, std::size_t keep) {
+      if (direction == TruncationDirection::kRight) {
+        ids.resize(keep);
+      } else {
+        ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+      }
+    };
+    cut(a, keep_a);
+    if (b) cut(*b, keep_b);
+  }
+  return tokenizer.encode_ids(std::move(a), std::move(b), max_len);
+}
+
+}  // namespace bertfit::serve

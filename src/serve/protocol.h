@@ -1,0 +1,79 @@
+// The request bodies of `bertfit serve`, as Hugging Face text-embeddings-inference (TEI) defines
+// them, decoded and checked without the model: /predict's inputs (a text, one pair, or a batch of
+// texts and pairs) and options, /tokenize's inputs, and the encoding of one input with the
+// model's length limit and either truncation direction. Everything a client can get wrong is an
+// ApiError carrying the HTTP status and TEI's error_type; nothing here aborts on a request.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace bertfit::serve {
+
+// A refusal the client caused: status (400, 401, 413, 422, 429, ...), TEI's error_type
+// ("validation", "empty", "tokenizer", "overloaded", "unauthorized", ...) and a message.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, const std::string& message)
+      : std::runtime_error(message), status_(status), type_(std::move(type)) {}
+  int status() const { return status_; }
+  const std::string& type() const { return type_; }
+
+ private:
+  int status_;
+  std::string type_;
+};
+
+// {"error": message, "error_type": type}
+std::string error_body(const std::string& type, const std::string& message);
+
+// True when text is well-formed UTF-8 (no overlong forms, surrogates or code points above
+// U+10FFFF).
+bool valid_utf8(std::string_view text);
+
+// One input: a text, or a pair of texts (a sentence pair, encoded [CLS] a [SEP] b [SEP]).
+struct TextInput {
+  std::string a;
+  std::optional<std::string> b;
+};
+
+enum class TruncationDirection { kRight, kLeft };
+
+// POST /predict: {"inputs": "text" | ["a", "b"] (one pair) | [seq, ...] (a batch, each seq a
+// text, [text] or [a, b]), "truncate": bool|null, "truncation_direction": "right"|"left",
+// "raw_scores": bool}. As TEI's untagged types decide it, a list of exactly two texts is one pair,
+// any other list a batch. Unknown keys are ignored.
+struct PredictRequest {
+  std::vector<TextInput> inputs;
+  bool batch = false;            // the answer is a list of answers, one per input
+  std::optional<bool> truncate;  // null or absent: the server's --auto-truncate
+  TruncationDirection direction = TruncationDirection::kRight;
+  bool raw_scores = false;  // scores are the logits
+};
+
+// Throws ApiError: 422 for a body that is not UTF-8, 400 for malformed JSON or wrong types,
+// 400 ("empty") for an empty batch, 413 for a batch of more than max_client_batch_size inputs.
+PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size);
+
+// POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the
+// answer is always a list, one token list per input. Same errors as decode_predict_request.
+struct TokenizeRequest {
+  std::vector<std::string> inputs;
+  bool add_special_tokens = true;
+};
+TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_batch_size);
+
+// The encoding of one input for the model: [CLS] a [SEP] (b [SEP]) in at most max_len tokens.
+// Longer inputs are cut with Hugging Face's longest_first rule (one token at a time from the
+// longer text, from b on ties) at the end of each text (kRight, what `bertfit predict` does) or at
+// its start (kLeft) when truncate is set, and refused otherwise (ApiError 422).
+Encoding encode_input(const WordPieceTokenizer& tokenizer, const TextInput& input, bool truncate,
+                      TruncationDirection direction, int max_len);
+
+}  // namespace bertfit::serve

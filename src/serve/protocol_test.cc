@@ -1,0 +1,122 @@
+// Request decoding and input encoding of bertfit serve: TEI's input shapes, every refusal with
+// its status, and truncation in both directions against the tokenizer's own (right) truncation.
+#include "serve/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace bertfit::serve {
+namespace {
+
+const std::string kVocab = std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt";
+
+const WordPieceTokenizer& tokenizer() {
+  static const WordPieceTokenizer tok = WordPieceTokenizer::from_vocab_file(kVocab);
+  return tok;
+}
+
+int status_of(const std::string& body) {
+  try {
+    decode_predict_request(body, 4);
+  } catch (const ApiError& e) {
+    return e.status();
+  }
+  return 200;
+}
+
+TEST(ServeProtocol, InputShapes) {
+  PredictRequest r = decode_predict_request(R"({"inputs": "hello"})", 32);
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_FALSE(r.batch);
+  EXPECT_EQ(r.inputs[0].a, "hello");
+  EXPECT_FALSE(r.inputs[0].b);
+  EXPECT_FALSE(r.truncate);
+  // Two texts are one pair.
+  r = decode_predict_request(R"({"inputs": ["a", "b"], "raw_scores": true})", 32);
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_FALSE(r.batch);
+  EXPECT_EQ(*r.inputs[0].b, "b");
+  EXPECT_TRUE(r.raw_scores);
+  // A list of sequences is a batch.
+  r = decode_predict_request(
+      R"({"inputs": [["a"], ["b", "c"], "d"], "truncate": true, "truncation_direction": "left"})",
+      32);
+  ASSERT_EQ(r.inputs.size(), 3u);
+  EXPECT_TRUE(r.batch);
+  EXPECT_FALSE(r.inputs[0].b);
+  EXPECT_EQ(*r.inputs[1].b, "c");
+  EXPECT_EQ(r.inputs[2].a, "d");
+  EXPECT_EQ(*r.truncate, true);
+  EXPECT_EQ(r.direction, TruncationDirection::kLeft);
+  // One text in a list, or three, are batches too.
+  EXPECT_TRUE(decode_predict_request(R"({"inputs": ["a"]})", 32).batch);
+  EXPECT_EQ(decode_predict_request(R"({"inputs": ["a", "b", "c"]})", 32).inputs.size(), 3u);
+}
+
+TEST(ServeProtocol, Refusals) {
+  EXPECT_EQ(status_of(R"({"inputs": "ok"})"), 200);
+  EXPECT_EQ(status_of("{\"inputs\": "), 400);                     // not JSON
+  EXPECT_EQ(status_of("[1]"), 400);                               // not an object
+  EXPECT_EQ(status_of(R"({"input": "x"})"), 400);                 // no inputs
+  EXPECT_EQ(status_of(R"({"inputs": 3})"), 400);                  // wrong type
+  EXPECT_EQ(status_of(R"({"inputs": [["a", "b", "c"]]})"), 400);  // a triple
+  EXPECT_EQ(status_of(R"({"inputs": [[]]})"), 400);               // nothing
+  EXPECT_EQ(status_of(R"({"inputs": [1, 2]})"), 400);             // numbers
+  EXPECT_EQ(status_of(R"({"inputs": "a", "truncate": "yes"})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "a", "truncation_direction": "up"})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": []})"), 400);                         // empty batch
+  EXPECT_EQ(status_of(R"({"inputs": ["a", "b", "c", "d", "e"]})"), 413);  // over 4
+  EXPECT_EQ(status_of("{\"inputs\": \"\xff\"}"), 422);                    // not UTF-8
+  EXPECT_EQ(status_of("{\"inputs\": \"\xed\xa0\x80\"}"), 422);            // a surrogate
+  try {
+    decode_predict_request(R"({"inputs": []})", 4);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.type(), "empty");
+    auto j = nlohmann::json::parse(error_body(e.type(), e.what()));
+    EXPECT_EQ(j["error_type"], "empty");
+    EXPECT_FALSE(j["error"].get<std::string>().empty());
+  }
+}
+
+TEST(ServeProtocol, Utf8) {
+  EXPECT_TRUE(valid_utf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xef\xbf\xbd"));
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(valid_utf8("\xe2\x82"));          // truncated
+  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+}
+
+TEST(ServeProtocol, TruncationBothWays) {
+  const WordPieceTokenizer& tok = tokenizer();
+  const TextInput pair{"one two three four five six", std::string("seven eight nine")};
+  // Right: exactly what the tokenizer's own encode (and `bertfit predict`) gives.
+  Encoding right = encode_input(tok, pair, true, TruncationDirection::kRight, 8);
+  EXPECT_EQ(right.input_ids, tok.encode(pair.a, *pair.b, 8).input_ids);
+  // Left: the same counts (longest first: a keeps 3, b 2), cut at the start of each text.
+  Encoding left = encode_input(tok, pair, true, TruncationDirection::kLeft, 8);
+  Encoding want = tok.encode("four five six", std::string("eight nine"), 100);
+  EXPECT_EQ(left.input_ids, want.input_ids);
+  EXPECT_EQ(left.token_type_ids, want.token_type_ids);
+  // Without truncation: 422.
+  try {
+    encode_input(tok, pair, false, TruncationDirection::kRight, 8);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 422);
+  }
+  // Short inputs are untouched either way.
+  EXPECT_EQ(encode_input(tok, {"hi", std::nullopt}, false, TruncationDirection::kLeft, 8).input_ids,
+            tok.encode("hi", std::nullopt, 8).input_ids);
+}
+
+TEST(ServeProtocol, Tokenize) {
+  TokenizeRequest r =
+      decode_tokenize_request(R"({"inputs": ["a", "b"], "add_special_tokens": false})", 4);
+  EXPECT_EQ(r.inputs.size(), 2u);
+  EXPECT_FALSE(r.add_special_tokens);
+  EXPECT_EQ(decode_tokenize_request(R"({"inputs": "a"})", 4).inputs.size(), 1u);
+  EXPECT_THROW(decode_tokenize_request(R"({"inputs": [["a"]]})", 4), ApiError);
+}
+
+}  // namespace
+}  // namespace bertfit::serve

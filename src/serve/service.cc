@@ -1,0 +1,275 @@
+// The routes of bertfit serve (see service.h).
+#include "serve/service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace bertfit::serve {
+namespace {
+
+using nlohmann::json;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// TEI's unit for the timing headers: whole milliseconds.
+std::string millis(double seconds) {
+  return std::to_string(static_cast<long long>(seconds * 1000.0));
+}
+
+// The path of a target without its query.
+std::string path_of(const std::string& target) { return target.substr(0, target.find('?')); }
+
+// Holds one of --max-concurrent-requests' places until the answer is sent.
+class InFlight {
+ public:
+  InFlight(std::atomic<int>& count, Metrics& metrics)
+      : count_(count), metrics_(metrics), value_(++count_) {
+    metrics_.set_in_flight(value_);
+  }
+  // The count with this request.
+  int value() const { return value_; }
+  ~InFlight() { metrics_.set_in_flight(--count_); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+  Metrics& metrics_;
+  int value_;
+};
+
+// Compares without an early exit, so the time taken does not tell how much of a key matched.
+bool equal_constant_time(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+HttpResponse error_response(int status, const std::string& type, const std::string& message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = error_body(type, message);
+  return r;
+}
+
+Service::Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer, Batcher& batcher,
+                 Metrics& metrics, ServiceOptions options, ServeInfo info)
+    : config_(config),
+      tokenizer_(tokenizer),
+      batcher_(batcher),
+      metrics_(metrics),
+      options_(std::move(options)),
+      info_(std::move(info)),
+      post_([](std::function<void()> f) { f(); }) {}
+
+bool Service::authorized(const HttpRequest& req) const {
+  if (options_.api_key.empty()) return true;
+  return equal_constant_time(req.authorization, "Bearer " + options_.api_key);
+}
+
+void Service::handle(HttpRequest req, Respond respond) {
+  const std::string path = path_of(req.target);
+  const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
+  const bool known = is_predict || path == "/tokenize" || path == "/health" || path == "/info" ||
+                     path == "/metrics";
+  const std::string route =
+      known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
+  Metrics& metrics = metrics_;
+  Respond finish = [&metrics, route, respond = std::move(respond)](HttpResponse r) {
+    metrics.request(route, r.status);
+    respond(std::move(r));
+  };
+  try {
+    if (!known) throw ApiError(404, "not_found", "no route " + path);
+    const bool post = is_predict || path == "/tokenize";
+    if (req.method != (post ? "POST" : "GET")) {
+      throw ApiError(405, "method_not_allowed",
+                     cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
+    }
+    if (path != "/health" && path != "/metrics" && !authorized(req)) {
+      throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
+    }
+    if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
+    if (path == "/health") return health(finish);
+    if (path == "/tokenize") return finish(tokenize(req));
+    if (path == "/info") return finish(info());
+    HttpResponse r;
+    r.body = metrics_.render();
+    r.content_type = "text/plain; version=0.0.4";
+    finish(std::move(r));
+  } catch (const ApiError& e) {
+    finish(error_response(e.status(), e.type(), e.what()));
+  } catch (const std::exception& e) {
+    finish(error_response(500, "backend", e.what()));
+  }
+}
+
+void Service::predict(const HttpRequest& req, Respond respond) {
+  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
+  if (place->value() > options_.max_concurrent_requests) {
+    throw ApiError(429, "overloaded", "Model is overloaded");
+  }
+  PredictRequest request = decode_predict_request(req.body, options_.max_client_batch_size);
+  const bool truncate = request.truncate.value_or(options_.auto_truncate);
+  auto job = std::make_shared<Job>();
+  job->inputs.reserve(request.inputs.size());
+  const Clock::time_point tokenize_start = Clock::now();
+  std::int64_t tokens = 0;
+  for (const TextInput& input : request.inputs) {
+    job->inputs.push_back(
+        encode_input(tokenizer_, input, truncate, request.direction, max_input_length()));
+    tokens += static_cast<std::int64_t>(job->inputs.back().input_ids.size());
+    metrics_.input_tokens(static_cast<std::int64_t>(job->inputs.back().input_ids.size()));
+  }
+  const double n = static_cast<double>(job->inputs.size());
+  const double tokenization = seconds_since(tokenize_start) / n;
+  for (std::size_t i = 0; i < job->inputs.size(); ++i) metrics_.tokenization(tokenization);
+  const Clock::time_point start = req.start;
+  const bool batch = request.batch, raw = request.raw_scores;
+  std::size_t characters = 0;
+  for (const TextInput& input : request.inputs) {
+    characters += input.a.size() + (input.b ? input.b->size() : 0);
+  }
+  job->on_done = [this, place, respond, start, batch, raw, n, tokens, tokenization,
+                  characters](std::shared_ptr<Job> done) {
+    post_([this, place, respond, start, batch, raw, n, tokens, tokenization, characters, done] {
+      if (done->failed) return respond(error_response(424, "backend", "Inference failed"));
+      const int K = config_.num_labels;
+      std::string body;
+      if (batch) body += '[';
+      for (std::size_t i = 0; i < done->inputs.size(); ++i) {
+        if (i > 0) body += ',';
+        append_predictions(body, done->logits.data() + i * K, raw);
+      }
+      if (batch) body += ']';
+      HttpResponse r;
+      r.body = std::move(body);
+      const double total = seconds_since(start);
+      metrics_.request_duration(total);
+      r.headers = {{"x-compute-type", "cpu"},
+                   {"x-compute-time", millis(total)},
+                   {"x-compute-characters", std::to_string(characters)},
+                   {"x-compute-tokens", std::to_string(tokens)},
+                   {"x-total-time", millis(total)},
+                   {"x-tokenization-time", millis(tokenization)},
+                   {"x-queue-time", millis(done->queue_seconds / n)},
+                   {"x-inference-time", millis(done->inference_seconds / n)}};
+      respond(std::move(r));
+    });
+  };
+  if (!batcher_.submit(job)) throw ApiError(503, "unhealthy", "the server is shutting down");
+}
+
+void Service::append_predictions(std::string& out, const float* logits, bool raw_scores) const {
+  const int K = config_.num_labels;
+  std::vector<std::pair<double, int>> scores(K);
+  for (int k = 0; k < K; ++k) scores[k] = {static_cast<double>(logits[k]), k};
+  if (!raw_scores) {
+    switch (config_.problem()) {
+      case ProblemType::kRegression:
+        break;
+      case ProblemType::kMultiLabel:
+        for (auto& s : scores) s.first = 1.0 / (1.0 + std::exp(-s.first));
+        break;
+      case ProblemType::kSingleLabel: {
+        // As `bertfit predict`: in double, from the float logits, less their maximum.
+        double mx = scores[0].first, sum = 0;
+        for (const auto& s : scores) mx = std::max(mx, s.first);
+        for (auto& s : scores) sum += s.first = std::exp(s.first - mx);
+        for (auto& s : scores) s.first /= sum;
+        break;
+      }
+    }
+  }
+  std::stable_sort(scores.begin(), scores.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  json list = json::array();
+  for (const auto& [score, k] : scores) {
+    list.push_back({{"label", config_.id2label.at(k)}, {"score", score}});
+  }
+  out += list.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+HttpResponse Service::tokenize(const HttpRequest& req) const {
+  TokenizeRequest request = decode_tokenize_request(req.body, options_.max_client_batch_size);
+  json all = json::array();
+  for (const std::string& text : request.inputs) {
+    std::vector<std::int32_t> ids = tokenizer_.tokenize_ids(text);
+    json tokens = json::array();
+    auto add = [&](std::int32_t id, bool special) {
+      // start/stop: the tokenizer keeps no character offsets (null, as TEI sends for tokens
+      // without them).
+      tokens.push_back({{"id", id},
+                        {"text", tokenizer_.token(id)},
+                        {"special", special},
+                        {"start", nullptr},
+                        {"stop", nullptr}});
+    };
+    if (request.add_special_tokens) add(tokenizer_.cls_id(), true);
+    for (std::int32_t id : ids) add(id, false);
+    if (request.add_special_tokens) add(tokenizer_.sep_id(), true);
+    all.push_back(std::move(tokens));
+  }
+  HttpResponse r;
+  r.body = all.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+void Service::health(Respond respond) {
+  auto job = std::make_shared<Job>();
+  job->inputs.push_back(tokenizer_.encode_ids({}, std::nullopt, 2));
+  job->on_done = [respond](std::shared_ptr<Job> done) {
+    if (done->failed) return respond(error_response(503, "unhealthy", "unhealthy"));
+    HttpResponse r;
+    r.content_type = "text/plain";
+    respond(std::move(r));
+  };
+  if (!batcher_.submit(job)) throw ApiError(503, "unhealthy", "the server is shutting down");
+}
+
+HttpResponse Service::info() const {
+  json id2label = json::object(), label2id = json::object();
+  for (int k = 0; k < config_.num_labels; ++k) {
+    id2label[std::to_string(k)] = config_.id2label.at(k);
+    label2id[config_.id2label.at(k)] = k;
+  }
+  const char* problem = config_.problem() == ProblemType::kRegression ? "regression"
+                        : config_.problem() == ProblemType::kMultiLabel
+                            ? "multi_label_classification"
+                            : "single_label_classification";
+  json j = {
+      {"model_id", info_.model_id},
+      {"model_sha", nullptr},
+      {"weights_file", info_.weights_file},
+      {"weights_sha256", info_.weights_sha256},
+      {"model_dtype", info_.dtype},
+      {"model_type", {{"classifier", {{"id2label", id2label}, {"label2id", label2id}}}}},
+      {"architecture", arch_name(config_.arch)},
+      {"problem_type", problem},
+      {"max_concurrent_requests", options_.max_concurrent_requests},
+      {"max_input_length", max_input_length()},
+      {"max_batch_tokens", options_.limits.max_batch_tokens},
+      {"max_batch_requests", options_.limits.max_batch_requests > 0
+                                 ? json(options_.limits.max_batch_requests)
+                                 : json(nullptr)},
+      {"max_client_batch_size", options_.max_client_batch_size},
+      {"auto_truncate", options_.auto_truncate},
+      {"tokenization_workers", options_.tokenization_workers},
+      {"version", info_.version},
+  };
+  HttpResponse r;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+}  // namespace bertfit::serve

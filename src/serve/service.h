@@ -1,0 +1,98 @@
+// The routes of `bertfit serve`, free of any HTTP library: an HttpRequest in, an HttpResponse out
+// through a callback (at once, or from the compute worker's completion, posted back to the
+// connection threads). TEI's routes and errors:
+//   POST /predict, POST /, POST /invocations   classify (protocol.h for the body)
+//   POST /tokenize                             the model's tokens per input
+//   GET  /health                               200 once a one-token batch has gone through
+//   GET  /info                                 model, weights sha256, dtype, labels, limits
+//   GET  /metrics                              Prometheus text (metrics.h)
+// With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY`.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/config.h"
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace bertfit::serve {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query, as sent
+  std::string authorization;
+  std::string body;
+  Clock::time_point start = Clock::now();  // when its header arrived
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Called exactly once per request, from any thread.
+using Respond = std::function<void(HttpResponse)>;
+// Runs a closure on the connection threads.
+using Post = std::function<void(std::function<void()>)>;
+
+HttpResponse error_response(int status, const std::string& type, const std::string& message);
+
+struct ServiceOptions {
+  int max_client_batch_size = 32;
+  int max_concurrent_requests = 512;
+  bool auto_truncate = false;
+  std::string api_key;  // empty: no authorization
+  BatchLimits limits;
+  int tokenization_workers = 1;
+};
+
+// What GET /info reports beyond the limits.
+struct ServeInfo {
+  std::string model_id;        // the model folder as given
+  std::string weights_file;    // the weights file's name
+  std::string weights_sha256;  // of that file
+  std::string dtype;           // "float32", "bfloat16", "int8"
+  std::string version;         // bertfit's
+};
+
+class Service {
+ public:
+  Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer, Batcher& batcher,
+          Metrics& metrics, ServiceOptions options, ServeInfo info);
+
+  // Where completions are formatted and answered (default: inline, on the compute worker).
+  void set_post(Post post) { post_ = std::move(post); }
+
+  // Answers req through respond, once. Never throws.
+  void handle(HttpRequest req, Respond respond);
+
+  int max_input_length() const { return config_.max_positions; }
+
+ private:
+  void predict(const HttpRequest& req, Respond respond);
+  HttpResponse tokenize(const HttpRequest& req) const;
+  void health(Respond respond);
+  HttpResponse info() const;
+  bool authorized(const HttpRequest& req) const;
+  // The JSON answer to one input: [{"label", "score"}, ...] by descending score.
+  void append_predictions(std::string& out, const float* logits, bool raw_scores) const;
+
+  const ModelConfig& config_;
+  const WordPieceTokenizer& tokenizer_;
+  Batcher& batcher_;
+  Metrics& metrics_;
+  ServiceOptions options_;
+  ServeInfo info_;
+  Post post_;
+  std::atomic<int> in_flight_{0};
+};
+
+}  // namespace bertfit::serve
