@@ -80,10 +80,10 @@ void run(const ServeOptions& o) {
                         hub::sha256_file_hex(weights), dtype_name(precision), BERTFIT_VERSION};
 
   serve::Engine engine(state, precision, o.max_batch_tokens);
-  engine.warm_up(tokenizer.cls_id(), tokenizer.sep_id());
   serve::Metrics metrics;
-  serve::BatchLimits limits{o.max_batch_tokens, o.max_batch_requests};
-  serve::Batcher batcher(engine, metrics, limits);
+  serve::BatchLimits limits{o.max_batch_tokens, o.max_batch_requests, o.compute.threads};
+  serve::Batcher batcher(engine, metrics, limits,
+                         [&] { engine.warm_up(tokenizer.cls_id(), tokenizer.sep_id()); });
   const int workers = o.tokenization_workers > 0
                           ? o.tokenization_workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

@@ -3,13 +3,22 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/parallel.h"
 
 namespace bertfit::serve {
 
-Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits)
+Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
+                 const std::function<void()>& warm_up)
     : engine_(engine), metrics_(metrics), limits_(limits) {
   CHECK(limits_.max_batch_tokens > 0, "max_batch_tokens ", limits_.max_batch_tokens);
-  worker_ = std::thread([this] { work(); });
+  worker_ = std::thread([this, &warm_up] { work(warm_up); });
+  std::unique_lock lock(mu_);
+  wake_.wait(lock, [this] { return ready_; });
+  if (warm_up_error_) {
+    lock.unlock();
+    worker_.join();
+    std::rethrow_exception(warm_up_error_);
+  }
 }
 
 Batcher::~Batcher() { stop(); }
@@ -49,7 +58,21 @@ std::int64_t Batcher::queued() const {
   return static_cast<std::int64_t>(queue_.size());
 }
 
-void Batcher::work() {
+void Batcher::work(const std::function<void()>& warm_up) {
+  set_num_threads(limits_.threads);  // OpenMP's thread count is per calling thread
+  std::exception_ptr error;
+  try {
+    if (warm_up) warm_up();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mu_);
+    ready_ = true;
+    warm_up_error_ = error;
+  }
+  wake_.notify_all();
+  if (error) return;
   std::vector<Item> batch;
   for (;;) {
     batch.clear();

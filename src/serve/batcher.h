@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,12 +44,15 @@ struct Job {
 struct BatchLimits {
   std::int64_t max_batch_tokens = 16384;  // real tokens per batch
   std::int64_t max_batch_requests = 0;    // inputs per batch; 0: no limit
+  int threads = 0;  // the compute worker's OpenMP threads (a per-thread setting); 0: the default
 };
 
 class Batcher {
  public:
-  // Starts the compute worker.
-  Batcher(Engine& engine, Metrics& metrics, BatchLimits limits);
+  // Starts the compute worker and returns once it has run warm_up (if set; e.g. the Engine's,
+  // so that the worker's own OpenMP threads and their scratch are the ones warmed up).
+  Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
+          const std::function<void()>& warm_up = {});
   // Stops the worker after the queue is empty (stop()).
   ~Batcher();
   Batcher(const Batcher&) = delete;
@@ -68,7 +72,7 @@ class Batcher {
     std::shared_ptr<Job> job;
     std::size_t index;
   };
-  void work();
+  void work(const std::function<void()>& warm_up);
   void run_batch(std::vector<Item>& batch);
 
   Engine& engine_;
@@ -79,6 +83,8 @@ class Batcher {
   std::deque<Item> queue_;
   std::int64_t queued_tokens_ = 0;
   bool stopping_ = false;
+  bool ready_ = false;
+  std::exception_ptr warm_up_error_;
   std::thread worker_;
   // The worker's reused buffers.
   std::vector<const Encoding*> sequences_;

@@ -67,13 +67,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   ~Session() { --server_.sessions; }
 
-  void start() { wait_for_request(); }
+  void start() {
+    net::dispatch(stream_.get_executor(),
+                  [self = shared_from_this()] { self->wait_for_request(); });
+  }
 
   // At shutdown: a connection waiting for its next request is closed; one in the middle of a
   // request is left to finish (its timeouts bound it).
   void close_if_idle() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->idle_) self->close();
+      // Bytes that arrived before the signal are a request in flight: read and answer it.
+      beast::error_code ec;
+      if (self->idle_ && self->stream_.socket().available(ec) == 0) self->close();
     });
   }
 

@@ -57,8 +57,8 @@ struct Models {
 };
 
 Models& models() {
-  static Models* m = new Models();  // kept to the end of the process
-  return *m;
+  static Models m;  // made by the first test that needs it, removed at exit
+  return m;
 }
 
 json parse(const std::string& body) { return json::parse(body); }
