@@ -20,6 +20,8 @@
 
 #include "base/error.h"
 #include "hub/fetch.h"
+#include "tests/util/errors.h"
+#include "tests/util/temp_dir.h"
 
 extern char** environ;
 
@@ -33,18 +35,7 @@ const std::string kMain(40, 'a');
 const std::string kV1(40, 'b');
 const std::string kToken = "hf_test_secret_token";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "bertfit_hub_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -157,14 +148,7 @@ HubOptions options_for(const Emulator& hub, const TempDir& tmp) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 int count(const std::vector<json>& log, const std::string& server, const std::string& method) {
   int n = 0;
@@ -282,9 +266,9 @@ TEST(Hub, GatedRepositoryNeedsTheToken) {
   EXPECT_EQ(download_model("org/gated", o).weights, "model.safetensors");
   // The token is sent, never shown: no message quotes it.
   o.token = "hf_wrong";
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(error_of([&] { download_model("org/gated", o); }).find("hf_wrong"), std::string::npos);
-  EXPECT_EQ(testing::internal::GetCapturedStderr().find("hf_wrong"), std::string::npos);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("hf_wrong"), std::string::npos);
   // Cached now: without the token huggingface_hub falls back to the cache, with a warning.
   o.token.clear();
   EXPECT_EQ(download_model("org/gated", o).commit, kMain);
@@ -588,9 +572,9 @@ TEST(Hub, ProgressLineForLargeFiles) {
   Emulator hub(tmp, {{"repos", {{"org/big", repo(tmp, "big", {{kMain, files}})}}}});
   HubOptions o = options_for(hub, tmp);
   o.progress = true;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   download_model("org/big", o);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("downloading org/big/model.safetensors: 11.5 / 11.5 MB (100%)"),
             std::string::npos)
       << err;

@@ -39,17 +39,6 @@ RunResult run_bertfit(const std::string& args) {
   return r;
 }
 
-TempDir::TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "bertfit-test-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 void init_tiny_model(const std::string& dir, const std::string& arch, int num_labels) {
   std::string sizes = arch == "distilbert"
                           ? "--set n_layers=2 --set dim=32 --set hidden_dim=64 --set n_heads=2"
