@@ -34,7 +34,7 @@ class TempDir {
 
 // `bertfit init` of a tiny model (2 layers, hidden 32, 2 heads) with num_labels labels into dir.
 void init_tiny_model(const std::string& dir, const std::string& arch = "distilbert",
-                     int num_labels = 2);
+                     int num_labels = 2, int seed = 7);
 
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
