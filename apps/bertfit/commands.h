@@ -14,6 +14,8 @@ void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_init_command(CLI::App& app);
+void add_download_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

@@ -20,10 +20,9 @@ std::string shared_dir();
 // Runs `bertfit <args>` through /bin/sh (args are shell words) with stdin from /dev/null.
 RunResult run_bertfit(const std::string& args);
 
-
 // `bertfit init` of a tiny model (2 layers, hidden 32, 2 heads) with num_labels labels into dir.
 void init_tiny_model(const std::string& dir, const std::string& arch = "distilbert",
-                     int num_labels = 2);
+                     int num_labels = 2, int seed = 7);
 
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);

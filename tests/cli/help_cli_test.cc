@@ -42,8 +42,8 @@ TEST(HelpCli, HelpListsTheCommandsInTheirOrder) {
   RunResult r = run_bertfit("--help");
   ASSERT_EQ(r.exit_code, 0);
   std::size_t at = 0;
-  for (const char* cmd :
-       {"train", "eval", "predict", "tokenize", "init", "inspect", "forward", "bench"}) {
+  for (const char* cmd : {"train", "eval", "predict", "tokenize", "init", "download", "convert",
+                          "inspect", "forward", "bench"}) {
     const std::size_t pos = r.out.find(std::string("\n  ") + cmd + " ", at);
     ASSERT_NE(pos, std::string::npos) << cmd << " missing or out of order:\n" << r.out;
     at = pos + 1;
@@ -54,7 +54,7 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   CLI::App app;
   cli::build_app(app);
   const std::vector<CLI::App*> commands = all_commands(app);
-  ASSERT_EQ(commands.size(), 8u);
+  ASSERT_EQ(commands.size(), 10u);
   for (const CLI::App* cmd : commands) {
     const std::string name = cmd->get_name();
     RunResult r = run_bertfit(name + " --help");
@@ -78,16 +78,17 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
 }
 
 // Commands that declare a flag of their own because its meaning or default differs from the
-// same name elsewhere: --output (train: the run's folder; init: the model folder; predict: the
-// predictions file), --seed (what it seeds), --input and --vocab (what the command accepts),
+// same name elsewhere: --output (train: the run's folder; init, convert: the model folder;
+// predict: the predictions file), --seed (what it seeds), --input and --vocab (what the command
+// accepts),
 // --arch (init: none, model_type of --config; bench: distilbert), --max-seq-len (tokenize: 512,
 // the largest BERT input; elsewhere the compute group's 128).
 const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-    {"train", "--output"},        {"init", "--output"},    {"predict", "--output"},
-    {"train", "--seed"},          {"init", "--seed"},      {"forward", "--seed"},
-    {"predict", "--input"},       {"tokenize", "--input"}, {"init", "--vocab"},
-    {"tokenize", "--vocab"},      {"init", "--arch"},      {"bench", "--arch"},
-    {"tokenize", "--max-seq-len"}};
+    {"train", "--output"},   {"init", "--output"},         {"predict", "--output"},
+    {"convert", "--output"}, {"train", "--seed"},          {"init", "--seed"},
+    {"forward", "--seed"},   {"predict", "--input"},       {"tokenize", "--input"},
+    {"init", "--vocab"},     {"tokenize", "--vocab"},      {"init", "--arch"},
+    {"bench", "--arch"},     {"tokenize", "--max-seq-len"}};
 
 TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
   CLI::App app;
