@@ -5,7 +5,8 @@
 # seq 128), evaluates the saved model and predicts a few dev pairs.
 #
 #   scripts/demo.sh                 GLUE data from ../shared/data/glue (or GLUE_DIR=/path/to/glue_data)
-#   MODEL=/path/to/hf_model_folder scripts/demo.sh   fine-tune a real checkpoint instead
+#   MODEL=/path/to/hf_model_folder scripts/demo.sh   fine-tune a real checkpoint instead (or a
+#                                                   Hub name: MODEL=distilbert-base-uncased)
 #   TASK=sst2 scripts/demo.sh        another GLUE task (folder name from the GLUE download)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -14,6 +14,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/parallel.h"
@@ -36,7 +37,7 @@ enum class BenchMode { kTrain, kInfer };
 struct BenchOptions {
   std::optional<BenchMode> mode;  // required: set by the command line
   Arch arch = Arch::kDistilBert;
-  std::string model_dir;
+  std::string model_dir, revision = "main";
   ComputeOptions compute;  // --precision, --threads, --batch-size
   int seq_len = 128, steps = 5, warmup = 2;
 };
@@ -88,7 +89,7 @@ void run(const BenchOptions& o) {
   if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   ModelState state;
   if (!o.model_dir.empty()) {
-    state = load_model(o.model_dir);
+    state = load_model(resolve_model_flag(o.model_dir, o.revision));
   } else {
     state = ModelState(ModelConfig::defaults(o.arch));
     init_params(state.layout, state.config, 42, state.params.data());
@@ -184,7 +185,7 @@ void add_bench_command(CLI::App& app) {
         choice_target(o->mode, {{"train", BenchMode::kTrain}, {"infer", BenchMode::kInfer}})},
        {"--arch", "Architecture at its base size (distilbert-base, bert-base), when no --model",
         choice_target(o->arch, {{"distilbert", Arch::kDistilBert}, {"bert", Arch::kBert}})}});
-  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             select_flags(compute_flags(o->compute), {"--batch-size", "--precision", "--threads"}));
   add_flags(*cmd, {{"--seq-len", "Tokens per sequence (every sequence full)", &o->seq_len},

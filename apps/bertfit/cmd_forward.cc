@@ -9,6 +9,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "base/parallel.h"
@@ -21,7 +22,7 @@ namespace bertfit::cli {
 namespace {
 
 struct ForwardOptions {
-  std::string model_dir, batch_path, grads_path;
+  std::string model_dir, revision = "main", batch_path, grads_path;
   bool train_mode = false;
   std::int64_t seed = 42;
   ComputeOptions compute;  // --precision, --threads
@@ -60,7 +61,7 @@ void run(const ForwardOptions& o) {
   if (precision == Precision::kInt8 && (o.train_mode || !o.grads_path.empty())) {
     throw_error("--precision int8 is for inference: no --grads or --train-mode with it");
   }
-  ModelState state = load_model(o.model_dir);
+  ModelState state = load_model(resolve_model_flag(o.model_dir, o.revision));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(o.batch_path));
@@ -156,7 +157,7 @@ void add_forward_command(CLI::App& app) {
       "forward",
       "One forward pass on a JSON batch (input_ids, attention_mask, token_type_ids, "
       "optional labels); prints logits and loss. For parity checks.");
-  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             {{"--batch", "Batch file (JSON, torch_peer.py's format)", &o->batch_path},
              {"--train-mode", "Dropout on (as the config sets it)", &o->train_mode},

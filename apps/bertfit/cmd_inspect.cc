@@ -1,5 +1,7 @@
-// `bertfit inspect DIR`: what a model folder holds (config summary, the safetensors tensor
-// table, parameter count) and whether its tensors fit its config, checked as load_model does.
+// `bertfit inspect MODEL`: what a model folder (or a Hub repository id's snapshot folder) holds:
+// config summary, the tensor table of its weights in whichever form they are (safetensors,
+// PyTorch, either sharded), parameter count, and whether the tensors fit the config, checked as
+// load_model does.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +10,10 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/model_io.h"
@@ -46,24 +50,57 @@ void print_config(const ModelConfig& c) {
               c.pad_token_id);
 }
 
-void print_tensors(const SafetensorsFile& file) {
+// A safetensors file's metadata ("format=pt"), or "" for any other file.
+std::string safetensors_metadata(const std::string& path) {
+  if (!path.ends_with(".safetensors")) return "";
+  const SafetensorsFile file = SafetensorsFile::open(path);
   std::string meta;
-  for (const auto& [k, v] : file.metadata()) meta += (meta.empty() ? "" : ", ") + k + "=" + v;
-  std::printf("\n%s: %zu tensors%s\n", file.path().c_str(), file.tensors().size(),
-              meta.empty() ? "" : (" (metadata: " + meta + ")").c_str());
-  std::size_t width = 4;
-  for (const auto& t : file.tensors()) width = std::max(width, t.name.size());
-  std::printf("  %-*s  %-5s  %s\n", static_cast<int>(width), "name", "dtype", "shape");
-  std::int64_t floats = 0;
-  for (const auto& t : file.tensors()) {
-    std::printf("  %-*s  %-5s  %s\n", static_cast<int>(width), t.name.c_str(),
-                safetensors_dtype_name(t.dtype), t.shape.str().c_str());
-    if (is_floating(t.dtype)) floats += t.shape.numel();
+  for (const auto& [k, v] : file.metadata()) {
+    meta += (meta.empty() ? "" : ", ") + k + "=" + v;
   }
-  std::printf("floating-point values in the file: %lld\n", static_cast<long long>(floats));
+  return meta;
 }
 
-void run_inspect(const std::string& dir) {
+// The tensor table; for a sharded checkpoint its shards first and a column naming each tensor's.
+void print_tensors(const Checkpoint& checkpoint) {
+  const auto& tensors = checkpoint.tensors();
+  std::vector<std::string> files;  // shards in order; a shard's tensors are adjacent
+  for (const auto& t : tensors) {
+    if (files.empty() || files.back() != t.file) files.push_back(t.file);
+  }
+  const bool sharded = checkpoint.path().ends_with(".index.json");
+  const std::string meta = sharded ? "" : safetensors_metadata(checkpoint.path());
+  std::printf("\n%s: %zu tensors%s\n", checkpoint.path().c_str(), tensors.size(),
+              meta.empty() ? "" : (" (metadata: " + meta + ")").c_str());
+  if (sharded) {
+    std::printf("shards:        %zu\n", files.size());
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::printf("  %zu  %s\n", i + 1, files[i].c_str());
+    }
+  }
+  std::size_t width = 4;
+  for (const auto& t : tensors) width = std::max(width, t.name.size());
+  // The shape column is padded only when the shard column follows it.
+  const int shape_width = sharded ? 16 : 0;
+  std::printf("  %-*s  %-5s  %-*s%s\n", static_cast<int>(width), "name", "dtype", shape_width,
+              "shape", sharded ? "  shard" : "");
+  std::int64_t floats = 0;
+  for (const auto& t : tensors) {
+    std::string shard;
+    if (sharded) {
+      shard = cat("  ", std::find(files.begin(), files.end(), t.file) - files.begin() + 1);
+    }
+    std::printf("  %-*s  %-5s  %-*s%s\n", static_cast<int>(width), t.name.c_str(),
+                safetensors_dtype_name(t.dtype), shape_width, t.shape.str().c_str(), shard.c_str());
+    if (is_floating(t.dtype)) floats += t.shape.numel();
+  }
+  std::printf("floating-point values in the checkpoint: %lld\n", static_cast<long long>(floats));
+}
+
+void run_inspect(const std::string& model, const std::string& revision) {
+  const std::string dir = resolve_model_flag(model, revision, "model");
+  if (dir != model)
+    std::printf("model:         %s (revision %s)\n", model.c_str(), revision.c_str());
   std::printf("model folder:  %s\n", dir.c_str());
   std::optional<ModelConfig> config;
   std::string first_error;
@@ -78,9 +115,9 @@ void run_inspect(const std::string& dir) {
     first_error = e.what();
     std::printf("config:        %s\n", e.what());
   }
-  std::optional<SafetensorsFile> file;
+  std::optional<Checkpoint> file;
   try {
-    file.emplace(SafetensorsFile::open(model_weights_path(dir)));
+    file.emplace(open_model_weights(dir));
     print_tensors(*file);
   } catch (const Error& e) {
     if (first_error.empty()) first_error = e.what();
@@ -113,15 +150,20 @@ void run_inspect(const std::string& dir) {
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
+  struct InspectOptions {
+    std::string model, revision = "main";
+  };
+  auto o = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
       "inspect",
-      "Describe a model folder: the config (architecture, sizes, activation, labels, dropouts), "
-      "the tensors of model.safetensors (name, dtype, shape), the parameter count, and whether "
-      "the tensors fit the config (exits non-zero with the problem if not).");
-  add_flags(*cmd, {{"dir", "Model folder (config.json + model.safetensors)", dir.get()}});
-  cmd->get_option("dir")->required();
-  cmd->callback([dir] { run_inspect(*dir); });
+      "Describe a model (a folder or a Hub repository id): the config (architecture, sizes, "
+      "activation, labels, dropouts), the tensors of its weights in any checkpoint form "
+      "(model.safetensors, pytorch_model.bin, or either sharded: name, dtype, shape), the "
+      "parameter count, and whether the tensors fit the config (exits non-zero with the problem "
+      "if not).");
+  add_flags(*cmd, model_argument_flags(o->model, o->revision));
+  cmd->get_option("model")->required();
+  cmd->callback([o] { run_inspect(o->model, o->revision); });
 }
 
 }  // namespace bertfit::cli

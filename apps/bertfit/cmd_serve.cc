@@ -12,6 +12,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/parallel.h"
@@ -30,6 +31,7 @@ namespace {
 
 struct ServeOptions {
   std::string model_dir;
+  std::string revision = "main";
   ComputeOptions compute;  // --precision, --threads
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -67,15 +69,16 @@ void run(const ServeOptions& o) {
   }
   if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   const Precision precision = runnable_precision(o.compute.precision);
-  ModelState state = load_model(o.model_dir);
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
-  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
+  const std::string folder = resolve_model_flag(o.model_dir, o.revision);
+  ModelState state = load_model(folder);
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(folder);
+  check_tokenizer_fits(tokenizer, state.config, folder);
   if (o.max_batch_tokens < state.config.max_positions) {
     throw_error("--max-batch-tokens ", o.max_batch_tokens,
                 " must hold one input of max_position_embeddings (", state.config.max_positions,
                 ") tokens");
   }
-  const std::string weights = model_weights_path(o.model_dir);
+  const std::string weights = model_weights_path(folder);
   serve::ServeInfo info{o.model_dir, std::filesystem::path(weights).filename().string(),
                         hub::sha256_file_hex(weights), dtype_name(precision), BERTFIT_VERSION};
 
@@ -117,7 +120,7 @@ void add_serve_command(CLI::App& app) {
       "compute worker. Prints `serve: listening on HOST:PORT` on stderr when ready; SIGINT or "
       "SIGTERM stops it after the requests in flight are answered.");
   add_flags(*cmd,
-            join_flags({model_flags(o->model_dir),
+            join_flags({model_flags(o->model_dir, o->revision),
                         select_flags(compute_flags(o->compute), {"--precision", "--threads"})}));
   cmd->get_option("--model")->required();
   add_flags(

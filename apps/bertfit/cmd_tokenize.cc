@@ -10,6 +10,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "data/batch.h"
@@ -21,7 +22,7 @@ namespace bertfit::cli {
 namespace {
 
 struct TokenizeOptions {
-  std::string model_dir;
+  std::string model_dir, revision = "main";
   std::string vocab_file;
   std::string tokenizer_file;
   std::string input;
@@ -35,7 +36,9 @@ WordPieceTokenizer load_tokenizer(const TokenizeOptions& o) {
   if (given != 1) {
     throw_error("tokenize: give exactly one of --model, --vocab and --tokenizer (got ", given, ")");
   }
-  if (!o.model_dir.empty()) return WordPieceTokenizer::from_model_dir(o.model_dir);
+  if (!o.model_dir.empty()) {
+    return WordPieceTokenizer::from_model_dir(resolve_model_flag(o.model_dir, o.revision));
+  }
   if (!o.vocab_file.empty()) return WordPieceTokenizer::from_vocab_file(o.vocab_file);
   return WordPieceTokenizer::from_tokenizer_json(o.tokenizer_file);
 }
@@ -117,7 +120,7 @@ void add_tokenize_command(CLI::App& app) {
       "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len). The "
       "tokenizer comes from exactly one of --model (its vocab.txt, with do_lower_case from "
       "tokenizer_config.json, or else its tokenizer.json), --vocab and --tokenizer.");
-  add_flags(*cmd, model_flags(o->model_dir));
+  add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             {{"--vocab",
               "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "

@@ -1,4 +1,6 @@
-// `bertfit train`: fine-tune a model on a GLUE task or custom files (train/trainer.h).
+// `bertfit train`: fine-tune a model on a GLUE task or custom files (train/trainer.h). A Hub
+// repository id as --model is resolved to its folder here; the run saves and compares --model as
+// given (train/options.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -6,6 +8,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/model_source.h"
 #include "train/trainer.h"
 
 namespace bertfit::cli {
@@ -13,7 +16,8 @@ void add_train_command(CLI::App& app) {
   auto options = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Fine-tune a model folder on a GLUE task (--task T --data DIR) or custom files "
+      "Fine-tune a model (a folder or a Hub repository id) on a GLUE task (--task T --data DIR) or "
+      "custom files "
       "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C). "
       "Writes the fine-tuned model (HF layout), metrics.jsonl and a resumable checkpoint/ to "
       "--output.");
@@ -21,6 +25,8 @@ void add_train_command(CLI::App& app) {
   cmd->get_option("--model")->required();
   cmd->get_option("--output")->required();
   cmd->callback([options] {
+    validate_train_options(*options);  // a mistyped flag fails before a download
+    options->resolved_model = resolve_model_flag(options->model_dir, options->revision);
     TrainSummary s = run_training(*options);
     if (s.rank != 0) return;  // rank 0 reports for a data-parallel run
     if (s.already_finished) {

@@ -15,6 +15,8 @@ void add_predict_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_init_command(CLI::App& app);
+void add_download_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

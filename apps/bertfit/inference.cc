@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "apps/bertfit/cli_flags.h"
+#include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/parallel.h"
@@ -14,7 +15,7 @@
 namespace bertfit::cli {
 
 void add_inference_flags(CLI::App& cmd, InferenceOptions& o) {
-  add_flags(cmd, join_flags({model_flags(o.model_dir), compute_flags(o.compute)}));
+  add_flags(cmd, join_flags({model_flags(o.model_dir, o.revision), compute_flags(o.compute)}));
   cmd.get_option("--model")->required();
 }
 
@@ -22,9 +23,10 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
   const ComputeOptions& c = o.compute;
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.batch_size <= 0) throw_error("--batch-size must be > 0, got ", c.batch_size);
-  InferenceModel m{load_model(o.model_dir), WordPieceTokenizer::from_model_dir(o.model_dir),
+  const std::string folder = resolve_model_flag(o.model_dir, o.revision);
+  InferenceModel m{load_model(folder), WordPieceTokenizer::from_model_dir(folder),
                    runnable_precision(c.precision)};
-  check_tokenizer_fits(m.tokenizer, m.state.config, o.model_dir);
+  check_tokenizer_fits(m.tokenizer, m.state.config, folder);
   if (c.max_seq_len > m.state.config.max_positions) {
     throw_error("--max-seq-len ", c.max_seq_len, " exceeds max_position_embeddings ",
                 m.state.config.max_positions);

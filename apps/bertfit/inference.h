@@ -1,7 +1,7 @@
-// What `eval` and `predict` share: the model and compute flag groups (--model, --precision,
-// --threads, --batch-size, --max-seq-len; flags/groups.h), and loading a model folder for
-// inference with the checks a user can trip (tokenizer vs vocab_size, --max-seq-len vs
-// max_position_embeddings).
+// What `eval` and `predict` share: the model and compute flag groups (--model, --revision,
+// --precision, --threads, --batch-size, --max-seq-len; flags/groups.h), and loading the model
+// (a folder, or a Hub repository id resolved by model_source.h) for inference with the checks a
+// user can trip (tokenizer vs vocab_size, --max-seq-len vs max_position_embeddings).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,11 +17,12 @@
 namespace bertfit::cli {
 
 struct InferenceOptions {
-  std::string model_dir;
+  std::string model_dir;  // --model as given: a folder or a Hub repository id
+  std::string revision = "main";
   ComputeOptions compute;
 };
 
-// --model (required) and the compute group.
+// --model (required), --revision and the compute group.
 void add_inference_flags(CLI::App& cmd, InferenceOptions& o);
 
 struct InferenceModel {
@@ -30,7 +31,8 @@ struct InferenceModel {
   Precision precision;  // what runs here (runnable_precision)
 };
 
-// Sets the thread count, loads the folder and its tokenizer, and validates the options.
+// Sets the thread count, resolves --model, loads the folder and its tokenizer, and validates
+// the options.
 InferenceModel load_for_inference(const InferenceOptions& o);
 
 // Progress of a long inference run on stderr ("what: done/total rows"): every 2 s (or

@@ -10,19 +10,12 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 class CustomFile : public ::testing::Test {
  protected:

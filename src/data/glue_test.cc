@@ -12,21 +12,14 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
 
 const std::string kGlue = std::string(BERTFIT_SHARED_DIR) + "/data/glue";
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Loads kGlue/<folder>/<split>, skipping the test when the folder is absent.
 #define LOAD_OR_SKIP(var, task, folder, split)                                           \

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
@@ -25,15 +26,7 @@ TableOptions opts(TableFormat format, bool header = true, bool skip = false) {
 }
 
 // Returns the message of the Error thrown by fn, or "" if none was thrown.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Table, FormatFromExtension) {
   EXPECT_EQ(table_format_for_path("a/b.tsv"), TableFormat::kTsv);

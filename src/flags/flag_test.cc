@@ -39,11 +39,12 @@ TEST(Flag, SelectKeepsTheAskedOrder) {
 }
 
 TEST(Flag, SharedGroupsDeclareEachFlagOnce) {
-  std::string model;
+  std::string model, revision;
   ComputeOptions c;
   DataOptions d;
   std::set<std::string> names;
-  for (const Flag& f : join_flags({model_flags(model), compute_flags(c), data_flags(d)})) {
+  for (const Flag& f :
+       join_flags({model_flags(model, revision), compute_flags(c), data_flags(d)})) {
     EXPECT_TRUE(names.insert(f.name).second) << f.name;
     EXPECT_EQ(f.name.rfind("--", 0), 0u) << f.name;
     EXPECT_FALSE(f.help.empty()) << f.name;

@@ -3,10 +3,16 @@
 
 namespace bertfit {
 
-FlagTable model_flags(std::string& model_dir) {
+FlagTable model_flags(std::string& model_dir, std::string& revision) {
   return {
-      {"--model", "Model folder in Hugging Face layout (config.json, model.safetensors, vocab.txt)",
+      {"--model",
+       "Model: a folder in Hugging Face layout (config.json; model.safetensors, pytorch_model.bin "
+       "or either sharded behind its index; vocab.txt or tokenizer.json), or a Hugging Face Hub "
+       "repository id (org/name) that is not a folder here, downloaded into the Hugging Face "
+       "cache",
        &model_dir, true},
+      {"--revision", "Hub branch, tag or commit of a repository id given as the model", &revision,
+       true},
   };
 }
 

@@ -1,8 +1,8 @@
 // The flags several commands share, each declared once (one help text, one default): the model
-// folder, how to compute, where labelled examples come from, and replacing an output folder. A
-// command adds the groups, or the entries of a group, it needs (flags/flag.h: select_flags); train
-// saves them with its own (train/options.h), so an entry marked affects_trajectory must match when
-// a run resumes.
+// (a folder or a Hub name, and its revision), how to compute, where labelled examples come from,
+// and replacing an output folder. A command adds the groups, or the entries of a group, it needs
+// (flags/flag.h: select_flags); train saves them with its own (train/options.h), so an entry marked
+// affects_trajectory must match when a run resumes.
 #pragma once
 
 #include <string>
@@ -12,8 +12,10 @@
 
 namespace bertfit {
 
-// --model: a Hugging Face model folder (required or not: the command says).
-FlagTable model_flags(std::string& model_dir);
+// --model: a Hugging Face model folder or a Hub repository id (required or not: the command
+// says), and --revision: the Hub branch, tag or commit of a repository id. flags/ knows nothing of
+// the Hub: the command resolves a repository id to its folder (apps/bertfit/model_source.h).
+FlagTable model_flags(std::string& model_dir, std::string& revision);
 
 // How the model computes: --precision, --threads, --batch-size, --max-seq-len.
 struct ComputeOptions {

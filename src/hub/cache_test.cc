@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "hub/http.h"
 #include "hub/hub.h"
+#include "tests/util/temp_dir.h"
 
 namespace bertfit::hub {
 namespace {
@@ -21,18 +22,7 @@ namespace fs = std::filesystem;
 
 const std::string kCommit(40, 'c');
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "bertfit_hub_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 // Sets (or unsets, with nullopt) an environment variable for one scope.
 class ScopedEnv {

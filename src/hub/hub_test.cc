@@ -4,24 +4,20 @@
 #include "hub/hub.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "base/error.h"
 #include "hub/fetch.h"
-
-extern char** environ;
+#include "hub/testdata/hub_emulator.h"
+#include "tests/util/errors.h"
+#include "tests/util/temp_dir.h"
 
 namespace bertfit {
 namespace {
@@ -33,18 +29,7 @@ const std::string kMain(40, 'a');
 const std::string kV1(40, 'b');
 const std::string kToken = "hf_test_secret_token";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "bertfit_hub_XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -86,54 +71,10 @@ Files tiny_model(unsigned seed) {
       {"tokenizer_config.json", "{\"do_lower_case\": true}"}};
 }
 
-// testdata/hub_emulator.py in a child process, stopped by the destructor.
-class Emulator {
+// testdata/hub_emulator.py in a child process (hub_emulator.h), its files in tmp.
+class Emulator : public testing::HubEmulator {
  public:
-  Emulator(const TempDir& tmp, json config) : tmp_(tmp) {
-    // Loopback needs no proxy, whatever the environment says.
-    ::setenv("no_proxy", "*", 1);
-    ::setenv("NO_PROXY", "*", 1);
-    const std::string config_path = tmp / "emulator.json";
-    write(config_path, config.dump());
-    ports_ = tmp / "ports.json";
-    log_ = tmp / "requests.jsonl";
-    fs::remove(ports_);
-    const std::string python =
-        ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    std::vector<std::string> args = {
-        python, BERTFIT_HUB_EMULATOR, "--config", config_path, "--port-file", ports_, "--log",
-        log_};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(::posix_spawnp(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-    for (int i = 0; i < 400 && !fs::exists(ports_); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    const json ports = json::parse(read(ports_));
-    hub_port_ = ports["hub"];
-    cdn_port_ = ports["cdn"];
-  }
-  ~Emulator() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(hub_port_); }
-  std::vector<json> requests() const {
-    std::vector<json> out;
-    std::ifstream in(log_);
-    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-    return out;
-  }
-  void clear_log() const { fs::remove(log_); }
-
- private:
-  const TempDir& tmp_;
-  pid_t pid_ = -1;
-  std::string ports_, log_;
-  int hub_port_ = 0, cdn_port_ = 0;
+  Emulator(const TempDir& tmp, const json& config) : HubEmulator(tmp.path(), config) {}
 };
 
 // Writes each commit's files under tmp and returns the emulator's entry for the repository.
@@ -157,14 +98,7 @@ HubOptions options_for(const Emulator& hub, const TempDir& tmp) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 int count(const std::vector<json>& log, const std::string& server, const std::string& method) {
   int n = 0;
@@ -282,9 +216,9 @@ TEST(Hub, GatedRepositoryNeedsTheToken) {
   EXPECT_EQ(download_model("org/gated", o).weights, "model.safetensors");
   // The token is sent, never shown: no message quotes it.
   o.token = "hf_wrong";
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(error_of([&] { download_model("org/gated", o); }).find("hf_wrong"), std::string::npos);
-  EXPECT_EQ(testing::internal::GetCapturedStderr().find("hf_wrong"), std::string::npos);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("hf_wrong"), std::string::npos);
   // Cached now: without the token huggingface_hub falls back to the cache, with a warning.
   o.token.clear();
   EXPECT_EQ(download_model("org/gated", o).commit, kMain);
@@ -588,9 +522,9 @@ TEST(Hub, ProgressLineForLargeFiles) {
   Emulator hub(tmp, {{"repos", {{"org/big", repo(tmp, "big", {{kMain, files}})}}}});
   HubOptions o = options_for(hub, tmp);
   o.progress = true;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   download_model("org/big", o);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("downloading org/big/model.safetensors: 11.5 / 11.5 MB (100%)"),
             std::string::npos)
       << err;

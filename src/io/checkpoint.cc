@@ -76,16 +76,20 @@ void read_f32(const CheckpointTensor& t, float* out) {
   floating_to_f32(t.dtype, t.bytes.data(), static_cast<std::size_t>(t.shape.numel()), out);
 }
 
+void Checkpoint::add_file(const std::string& path, CheckpointFormat format) {
+  if (format == CheckpointFormat::kSafetensors) {
+    safetensors_.push_back(SafetensorsFile::open(path));
+    add(tensors_of(safetensors_.back()));
+  } else {
+    pytorch_.push_back(PytorchFile::open(path));
+    add(pytorch_.back().tensors());
+  }
+}
+
 Checkpoint Checkpoint::open(const std::string& path, CheckpointFormat format) {
   Checkpoint c;
   c.path_ = path;
-  if (format == CheckpointFormat::kSafetensors) {
-    c.safetensors_.push_back(SafetensorsFile::open(path));
-    c.add(tensors_of(c.safetensors_.back()));
-  } else {
-    c.pytorch_.push_back(PytorchFile::open(path));
-    c.add(c.pytorch_.back().tensors());
-  }
+  c.add_file(path, format);
   return c;
 }
 
@@ -103,13 +107,7 @@ Checkpoint Checkpoint::open_sharded(const std::string& index_path, CheckpointFor
       throw_error(index_path, ": shard '", shard, "' (of tensor '", tensor, "') is not a file in ",
                   dir);
     }
-    if (format == CheckpointFormat::kSafetensors) {
-      c.safetensors_.push_back(SafetensorsFile::open(path));
-      c.add(tensors_of(c.safetensors_.back()));
-    } else {
-      c.pytorch_.push_back(PytorchFile::open(path));
-      c.add(c.pytorch_.back().tensors());
-    }
+    c.add_file(path, format);
   }
   for (const auto& [tensor, shard] : weight_map) {
     const CheckpointTensor* t = c.find(tensor);

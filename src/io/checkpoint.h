@@ -42,6 +42,8 @@ class Checkpoint {
  private:
   // Appends the tensors of one file; a name already present (from another shard) is an Error.
   void add(const std::vector<CheckpointTensor>& tensors);
+  // Opens one file of the checkpoint and adds its tensors.
+  void add_file(const std::string& path, CheckpointFormat format);
 
   std::string path_;
   std::vector<SafetensorsFile> safetensors_;  // owned files (moving them keeps their maps)

@@ -12,20 +12,14 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 class ShardedCheckpoint : public ::testing::Test {
  protected:

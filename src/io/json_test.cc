@@ -4,18 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Json, SyntaxErrorNamesFileLineAndColumn) {
   std::string msg = error_of([] { parse_json_text("{\n  \"a\": 1,\n  oops\n}", "cfg.json"); });

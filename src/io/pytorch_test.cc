@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/checkpoint.h"
+#include "tests/util/errors.h"
 #include "tests/util/torch_fixtures.h"
 
 namespace bertfit {
@@ -26,14 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::string_literals;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 std::span<const std::byte> as_bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

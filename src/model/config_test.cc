@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "tests/util/errors.h"
 
 namespace bertfit {
 namespace {
@@ -16,14 +17,7 @@ namespace {
 using nlohmann::json;
 const std::string kShared = BERTFIT_SHARED_DIR;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Parses `j` as file "test_config.json" and returns the error (must name file and key).
 void expect_config_error(const json& j, const std::string& key, const std::string& what) {

@@ -10,18 +10,6 @@
 namespace bertfit {
 namespace {
 
-ActKind act_kind(Activation a) {
-  switch (a) {
-    case Activation::kGelu:
-      return ActKind::kGelu;
-    case Activation::kGeluNew:
-      return ActKind::kGeluNew;
-    case Activation::kRelu:
-      return ActKind::kRelu;
-  }
-  return ActKind::kGelu;
-}
-
 // Pointers to one encoder layer's tensors inside a flat buffer (here: the gradients).
 struct LayerTensors {
   float* qkv_w;  // (3C,C): q, k, v weights are adjacent in the layout
@@ -64,6 +52,18 @@ void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, in
 }
 
 }  // namespace
+
+ActKind activation_kind(Activation a) {
+  switch (a) {
+    case Activation::kGeluNew:
+      return ActKind::kGeluNew;
+    case Activation::kRelu:
+      return ActKind::kRelu;
+    case Activation::kGelu:
+      break;
+  }
+  return ActKind::kGelu;
+}
 
 EncoderLayer::EncoderLayer(const ModelWeights& w, int layer)
     : w_(w),
@@ -117,7 +117,7 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
                     w_(Role::kLn1B, l), M, C, eps);
   // f = act(h1·W1ᵀ + b1); r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2).
   ff1_.forward(ff1, h1, M);
-  activate(act_kind(c.activation), act, ff1, M * I);
+  activate(activation_kind(c.activation), act, ff1, M * I);
   ff2_.forward(Rows{s.res2.data()}, act, M);
   dropout_forward(s.res2.data(), s.res2.data(), M * C, run.p_hidden, key(kSiteFfnOutput));
   add_forward(s.res2.data(), s.res2.data(), h1.f32, M * C);
@@ -151,9 +151,9 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
                 M);
   ready(lay.offset(Role::kFf2W, l));
   // f = act(h1·W1ᵀ + b1): d_h1 += the product's input gradient
-  ff1_.backward_through_activation(act_kind(c.activation), a.d_h1.data(), Output::kAccumulate,
-                                   g.ff1_w, g.ff1_b, a.d_act.data(), ff1, act, a.d_ff1.data(), h1,
-                                   scratch, M);
+  ff1_.backward_through_activation(activation_kind(c.activation), a.d_h1.data(),
+                                   Output::kAccumulate, g.ff1_w, g.ff1_b, a.d_act.data(), ff1, act,
+                                   a.d_ff1.data(), h1, scratch, M);
   ready(lay.offset(Role::kFf1W, l));
   // h1 = LN1(r1), r1 = x + Drop(a·Woᵀ + bo): d_in starts as d_r1 (LN1's backward writes it
   // there); the projection's backward reads it before anything adds to it.

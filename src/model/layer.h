@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "model/activations.h"
 #include "model/linear.h"
@@ -21,6 +22,9 @@
 namespace bertfit {
 
 struct DropoutState;
+
+// The kernels' activation for a config's hidden_act / activation.
+ActKind activation_kind(Activation a);
 
 // What every layer of one forward (and its backward) shares.
 struct LayerRun {

@@ -107,11 +107,6 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
   return match;
 }
 
-CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
-                                 const ModelConfig& config) {
-  return match_checkpoint(Checkpoint::view(file), layout, config);
-}
-
 namespace {
 
 struct WeightsFile {

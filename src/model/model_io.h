@@ -44,9 +44,6 @@ struct CheckpointMatch {
 // the tensor.
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config);
-// The same for one safetensors file the caller holds open (bertfit inspect's).
-CheckpointMatch match_checkpoint(const SafetensorsFile& file, const ParamLayout& layout,
-                                 const ModelConfig& config);
 
 // The weights of model folder `dir` in transformers' order of preference
 // (PreTrainedModel.from_pretrained): dir/model.safetensors, model.safetensors.index.json,

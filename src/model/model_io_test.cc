@@ -21,6 +21,7 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/test_config.h"
+#include "tests/util/errors.h"
 #include "tests/util/torch_fixtures.h"
 
 namespace bertfit {
@@ -29,14 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kGolden = std::string(BERTFIT_SHARED_DIR) + "/golden/";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 class ModelIo : public ::testing::Test {
  protected:

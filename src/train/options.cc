@@ -118,8 +118,8 @@ FlagTable distributed_flags(DistributedOptions& d) {
 }
 
 FlagTable train_flags(TrainOptions& o) {
-  return join_flags({model_flags(o.model_dir), compute_flags(o.compute), data_flags(o.data),
-                     training_flags(o), distributed_flags(o.dist)});
+  return join_flags({model_flags(o.model_dir, o.revision), compute_flags(o.compute),
+                     data_flags(o.data), training_flags(o), distributed_flags(o.dist)});
 }
 
 namespace {
@@ -159,17 +159,21 @@ nlohmann::json options_to_json(TrainOptions options) {
 void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) {
   std::string diffs;
   const TrainOptions& o = options;
+  const nlohmann::json defaults = options_to_json(TrainOptions{});
   for (const Flag& f : train_flags(options)) {
     if (!f.affects_trajectory) continue;
     const std::string key = key_of(f.name);
     nlohmann::json now = value_of(f);
+    // The same folder spelled another way ("m", "./m/"); a Hub repository id as the same words.
     if (f.name == "--model" && saved.contains(key) && saved[key].is_string() &&
         same_path(saved[key].get<std::string>(), o.model_dir)) {
-      continue;  // the same folder, spelled another way
+      continue;
     }
-    if (!saved.contains(key) || saved[key] != now) {
-      diffs += cat(diffs.empty() ? "" : ", ", f.name, " is ", now.dump(),
-                   " but the checkpoint has ", saved.contains(key) ? saved[key].dump() : "nothing");
+    const nlohmann::json& was = saved.contains(key) ? saved[key] : defaults[key];
+    if (was != now) {
+      diffs +=
+          cat(diffs.empty() ? "" : ", ", f.name, " is ", now.dump(), " but the checkpoint has ",
+              was.dump(), saved.contains(key) ? "" : " (the default: it predates the flag)");
     }
   }
   if (!diffs.empty()) {

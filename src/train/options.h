@@ -40,7 +40,11 @@ struct DistributedOptions {
 };
 
 struct TrainOptions {
-  std::string model_dir;   // model group
+  std::string model_dir;          // model group: --model as given (saved, compared on resume)
+  std::string revision = "main";  // model group: --revision of a Hub repository id
+  // Not a flag: the folder --model was found in (a repository id's snapshot folder in the Hub
+  // cache), set by the command before the run; empty: model_dir is the folder.
+  std::string resolved_model;
   ComputeOptions compute;  // compute group
   DataOptions data;        // data group
   // The training group.
@@ -64,6 +68,11 @@ struct TrainOptions {
   bool group_by_length = false;    // batches of similar lengths (see SampleStream)
   std::string resume;
   DistributedOptions dist;  // distributed group
+
+  // Where the model's files are: resolved_model, else model_dir.
+  const std::string& model_folder() const {
+    return resolved_model.empty() ? model_dir : resolved_model;
+  }
 };
 
 // The training group's flags (--output, --epochs, --lr, ...) and the distributed group's.
@@ -74,7 +83,8 @@ FlagTable train_flags(TrainOptions& options);
 
 // All options as a JSON object (flag names without dashes as keys; a choice flag's word).
 nlohmann::json options_to_json(TrainOptions options);
-// Error naming every trajectory-affecting option whose value differs from `saved`.
+// Error naming every trajectory-affecting option whose value differs from `saved`. An option
+// `saved` lacks is newer than the run that wrote it, which therefore ran with its default.
 void check_resume_compatible(TrainOptions options, const nlohmann::json& saved);
 
 // Validates values a user can get wrong (positive sizes, exactly one data source, ...).

@@ -115,6 +115,32 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
   }
 }
 
+// A checkpoint written before a flag existed ran with its default (--revision: main).
+TEST(TrainOptions, AFlagTheCheckpointPredatesCountsAsItsDefault) {
+  TrainOptions o = valid();
+  nlohmann::json saved = options_to_json(o);
+  saved.erase("revision");
+  EXPECT_NO_THROW(check_resume_compatible(o, saved));
+  o.revision = "v1";
+  try {
+    check_resume_compatible(o, saved);
+    FAIL() << "a changed --revision was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--revision is \"v1\" but the checkpoint has \"main\" "
+                                         "(the default: it predates the flag)"),
+              std::string::npos)
+        << e.what();
+  }
+  // A Hub repository id is the same model when it is the same words.
+  o = valid();
+  o.model_dir = "org/name";
+  saved = options_to_json(o);
+  EXPECT_NO_THROW(check_resume_compatible(o, saved));
+  o.resolved_model = "/cache/models--org--name/snapshots/0123";  // not saved, not compared
+  EXPECT_NO_THROW(check_resume_compatible(o, saved));
+  EXPECT_EQ(options_to_json(o).dump().find("snapshots"), std::string::npos);
+}
+
 TEST(TrainOptions, ValidationNamesTheFlag) {
   EXPECT_EQ(error_of(valid()), "");
   auto with = [](auto change) {

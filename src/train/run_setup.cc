@@ -20,18 +20,19 @@ namespace {
 // Reads and encodes the run's examples; the model's config takes the task's labels and problem
 // type (they are saved with the model).
 RunData load_run_data(const TrainOptions& o, ModelState& state) {
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(o.model_dir);
-  check_tokenizer_fits(tokenizer, state.config, o.model_dir);
+  const std::string& model = o.model_folder();
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(model);
+  check_tokenizer_fits(tokenizer, state.config, model);
   const int max_seq_len = o.compute.max_seq_len;
   if (max_seq_len > state.config.max_positions) {
     throw_error("--max-seq-len ", max_seq_len, " exceeds the model's max_position_embeddings (",
-                state.config.max_positions, ") in ", o.model_dir);
+                state.config.max_positions, ") in ", model);
   }
   const DataOptions& d = o.data;
-  TrainData train_data = load_train_data(d, state.config, o.model_dir);
+  TrainData train_data = load_train_data(d, state.config, model);
   const TaskInfo& task = train_data.task;
   const LoadedExamples& train = train_data.loaded;
-  check_model_fits_task(state.config, task, o.model_dir);
+  check_model_fits_task(state.config, task, model);
   if (!task.regression()) state.config.id2label = task.label_names;
   state.config.problem_type = task.problem_type();
   if (train.skipped_rows > 0) {
@@ -143,8 +144,8 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       rank(comm.rank()),
       world(comm.world()),
       checkpoint_dir(options.resume.empty() ? "" : find_checkpoint(options.resume)),
-      out(options.output_dir, options.overwrite_output_dir, options.model_dir, checkpoint_dir),
-      state(load_model(checkpoint_dir.empty() ? options.model_dir : checkpoint_dir)),
+      out(options.output_dir, options.overwrite_output_dir, options.model_folder(), checkpoint_dir),
+      state(load_model(checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir)),
       data(load_run_data(options, state)),
       model(state.config, state.layout, runnable_precision(options.compute.precision)),
       optimizer(state.layout, {.weight_decay = options.weight_decay}),

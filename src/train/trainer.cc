@@ -218,7 +218,7 @@ void TrainLoop::checkpoint(std::int64_t step, std::int64_t samples_seen) {
                     {"world", run_.world},
                     {"task", run_.data.task.name},
                     {"options", options_to_json(o_)}};
-  save_checkpoint(run_.out.path(), run_.state, o_.model_dir, run_.optimizer, st);
+  save_checkpoint(run_.out.path(), run_.state, o_.model_folder(), run_.optimizer, st);
   run_.out.keep();
   last_checkpoint_ = step;
 }
@@ -253,7 +253,7 @@ TrainSummary TrainLoop::finish(bool evaluated_last) {
     evaluate(plan_.total_steps,
              static_cast<double>(plan_.total_samples) / static_cast<double>(plan_.n));
   }
-  if (run_.rank == 0) save_model(run_.out.path(), run_.state, o_.model_dir);
+  if (run_.rank == 0) save_model(run_.out.path(), run_.state, o_.model_folder());
   summary_.steps = plan_.total_steps;
   summary_.seconds = train_seconds_;
   summary_.samples_per_second = samples_done_ / std::max(train_seconds_, 1e-9);

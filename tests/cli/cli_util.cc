@@ -39,24 +39,14 @@ RunResult run_bertfit(const std::string& args) {
   return r;
 }
 
-TempDir::TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "bertfit-test-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-void init_tiny_model(const std::string& dir, const std::string& arch, int num_labels) {
+void init_tiny_model(const std::string& dir, const std::string& arch, int num_labels, int seed) {
   std::string sizes = arch == "distilbert"
                           ? "--set n_layers=2 --set dim=32 --set hidden_dim=64 --set n_heads=2"
                           : "--set num_hidden_layers=2 --set hidden_size=32 "
                             "--set intermediate_size=64 --set num_attention_heads=2";
-  RunResult r = run_bertfit("init --arch " + arch + " --output " + dir + " " + sizes +
-                            " --num-labels " + std::to_string(num_labels) + " --seed 7");
+  RunResult r =
+      run_bertfit("init --arch " + arch + " --output " + dir + " " + sizes + " --num-labels " +
+                  std::to_string(num_labels) + " --seed " + std::to_string(seed));
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "tests/util/temp_dir.h"  // TempDir
+
 namespace bertfit::testing {
 
 struct RunResult {
@@ -18,23 +20,9 @@ std::string shared_dir();
 // Runs `bertfit <args>` through /bin/sh (args are shell words) with stdin from /dev/null.
 RunResult run_bertfit(const std::string& args);
 
-// A fresh empty folder under the system temp directory, removed by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 // `bertfit init` of a tiny model (2 layers, hidden 32, 2 heads) with num_labels labels into dir.
 void init_tiny_model(const std::string& dir, const std::string& arch = "distilbert",
-                     int num_labels = 2);
+                     int num_labels = 2, int seed = 7);
 
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/ref/ref.h"
+#include "model/layer.h"
 
 namespace bertfit::ref {
 namespace {
@@ -39,18 +40,6 @@ void linear_backward(double* dx, double* dw, double* db, const double* dy, const
         dw[n * K + k] += g * x[m * K + k];
       }
     }
-}
-
-ActKind act_kind(Activation a) {
-  switch (a) {
-    case Activation::kGeluNew:
-      return ActKind::kGeluNew;
-    case Activation::kRelu:
-      return ActKind::kRelu;
-    case Activation::kGelu:
-      break;
-  }
-  return ActKind::kGelu;
 }
 
 struct Layer {  // what the forward keeps for the backward
@@ -104,7 +93,7 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
                       P(Role::kLn1B, l), N, C, eps);
     s.f1.resize(N * I), s.a.resize(N * I);
     linear(s.f1.data(), s.h1.data(), P(Role::kFf1W, l), P(Role::kFf1B, l), N, C, I);
-    activation_forward(act_kind(c.activation), s.a.data(), s.f1.data(), N * I);
+    activation_forward(activation_kind(c.activation), s.a.data(), s.f1.data(), N * I);
     s.r2.resize(N * C);
     linear(s.r2.data(), s.a.data(), P(Role::kFf2W, l), P(Role::kFf2B, l), N, I, C);
     add_forward(s.r2.data(), s.r2.data(), s.h1.data(), N * C);
@@ -163,8 +152,8 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     Vec dh1 = dr2;  // the residual
     linear_backward(da.data(), G(Role::kFf2W, l), G(Role::kFf2B, l), dr2.data(), s.a.data(),
                     P(Role::kFf2W, l), N, I, C);
-    activation_backward(act_kind(c.activation), df1.data(), da.data(), s.f1.data(), s.a.data(),
-                        N * I);
+    activation_backward(activation_kind(c.activation), df1.data(), da.data(), s.f1.data(),
+                        s.a.data(), N * I);
     linear_backward(dh1.data(), G(Role::kFf1W, l), G(Role::kFf1B, l), df1.data(), s.h1.data(),
                     P(Role::kFf1W, l), N, C, I);
     layernorm_backward(dr1.data(), G(Role::kLn1W, l), G(Role::kLn1B, l), dh1.data(), s.r1.data(),
