@@ -54,9 +54,8 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   CLI::App app;
   cli::build_app(app);
   const std::vector<CLI::App*> commands = all_commands(app);
-  for (const char* cmd : {"train", "eval", "predict", "serve", "tokenize", "init", "download",
-                          "convert", "inspect", "forward", "bench"}) {
-    for (const CLI::App* cmd : commands) {
+  ASSERT_EQ(commands.size(), 11u);
+  for (const CLI::App* cmd : commands) {
       const std::string name = cmd->get_name();
       RunResult r = run_bertfit(name + " --help");
       ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli_util.h"
@@ -215,6 +216,73 @@ TEST(ServeCli, PredictAnswersEqualPredictCommandForEveryProblemType) {
     }
     EXPECT_EQ(server.stop(SIGTERM), 0) << server.err();
   }
+}
+
+// --precision bf16 and int8 answer as `bertfit predict` does in the same precision; --threads,
+// --host and --max-batch-requests reach the server.
+TEST(ServeCli, PrecisionThreadsHostAndBatchRequests) {
+  const std::string model = models().single;
+  const auto& inputs = sample_inputs();
+  // Bounds: in int8 both sides quantize each row on its own, with the same integer sums, so only
+  // fp32 sums whose order depends on the batch (attention, LayerNorm) differ: a few ulps, as in
+  // fp32. In bf16 such a difference can flip the rounding of an activation to bf16 (a relative
+  // step of 2^-8) somewhere in the network; through two small layers that moves a probability
+  // by at most ~1e-3, against probabilities of O(0.5).
+  for (const auto& [precision, dtype, tol] :
+       {std::tuple{"int8", "int8", 1e-4}, std::tuple{"bf16", "bfloat16", 2e-3}}) {
+    SCOPED_TRACE(precision);
+    ServeProcess server("--model " + model + kFast + " --precision " + precision +
+                        " --threads 1 --host 127.0.0.1 --max-batch-requests 2");
+    ASSERT_TRUE(server.started());
+    HttpClient client(server.port());
+    HttpReply r = client.get("/info");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(parse(r.body)["model_dtype"], dtype);
+    const auto lines =
+        predict_lines(model, inputs, std::string("--threads 1 --precision ") + precision);
+    r = client.post("/predict", predict_body(inputs, true));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json answers = parse(r.body);
+    ASSERT_EQ(answers.size(), inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      auto s = scores_of(answers[i]);
+      for (int k = 0; k < 2; ++k) {
+        EXPECT_NEAR(s.at("LABEL_" + std::to_string(k)), lines[i]["probabilities"][k].get<double>(),
+                    tol);
+      }
+    }
+    // Five inputs with at most two per batch (besides /health's and warm-up's): every batch
+    // held 2 or fewer.
+    const std::string metrics = client.get("/metrics").body;
+    auto value = [&](const std::string& name) {
+      const auto at = metrics.find(name);
+      EXPECT_NE(at, std::string::npos) << name;
+      return at == std::string::npos ? -1L : std::atol(metrics.c_str() + at + name.size());
+    };
+    const long batches = value("bertfit_batch_size_count ");
+    EXPECT_GE(batches, 3);
+    EXPECT_EQ(value("bertfit_batch_size_bucket{le=\"2\"} "), batches);
+    EXPECT_EQ(server.stop(SIGTERM), 0) << server.err();
+  }
+}
+
+// Flags out of range are refused before anything listens, naming the flag.
+TEST(ServeCli, BadFlagsAreRefused) {
+  const std::string model = "serve --model " + models().single;
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {" --port 70000", "--port"},
+           {" --max-batch-tokens 100", "--max-batch-tokens"},
+           {" --max-client-batch-size 0", "--max-client-batch-size"},
+           {" --read-timeout 0", "--read-timeout"},
+           {" --host 256.1.1.1 --port 0", "256.1.1.1"},
+           {" --precision fp64", "--precision"}}) {
+    RunResult r = run_bertfit(model + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+  RunResult r = run_bertfit("serve --port 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
 }
 
 TEST(ServeCli, TruncationBothWaysAndTheLengthLimit) {
