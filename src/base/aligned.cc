@@ -2,6 +2,7 @@
 #include "base/aligned.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,17 @@ void release_zeroed(void* p, std::size_t bytes) noexcept {
   } else {
     std::free(p);
   }
+}
+
+std::size_t discard_pages(void* p, std::size_t bytes) noexcept {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
+  if (end <= begin) return 0;
+  // On private anonymous memory (mapped buffers) and glibc's heap alike, the pages become
+  // zero-fill-on-demand.
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
 }
 
 void zero_bytes(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }

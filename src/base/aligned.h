@@ -21,6 +21,12 @@ inline constexpr std::size_t kMapThreshold = std::size_t{1} << 20;
 void* allocate_zeroed(std::size_t bytes);
 void release_zeroed(void* p, std::size_t bytes) noexcept;
 
+// Returns the memory of the whole pages inside [p, p + bytes) of a live allocation to the
+// system: they read as zeros afterwards (and take memory again only if written). For data a
+// process will never read again, e.g. fp32 weights replaced by their prepared copies. Returns
+// the bytes released.
+std::size_t discard_pages(void* p, std::size_t bytes) noexcept;
+
 // A fixed-size array of T (trivial types only), aligned to kAlignment and zeroed.
 template <class T>
 class AlignedBuffer {

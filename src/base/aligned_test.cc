@@ -53,5 +53,26 @@ TEST(AlignedBuffer, MoveTransfersOwnership) {
   EXPECT_EQ(c.size(), kMapThreshold);
 }
 
+// discard_pages releases whole pages only: the bytes around them keep their values, the pages
+// read as zeros and can be written again.
+TEST(AlignedBuffer, DiscardPagesZeroesWholePagesOnly) {
+  const std::size_t n = 3 * kMapThreshold / sizeof(float);
+  AlignedBuffer<float> b(n);
+  for (std::size_t i = 0; i < n; ++i) b.data()[i] = 1.0f;
+  // From 100 floats in to 100 floats before the end: every page but the first and last.
+  const std::size_t bytes = discard_pages(b.data() + 100, sizeof(float) * (n - 200));
+  const std::size_t page = 4096;
+  EXPECT_EQ(bytes % page, 0u);
+  EXPECT_GE(bytes, sizeof(float) * n - 2 * page);
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < n; ++i) zeros += b.data()[i] == 0.0f;
+  EXPECT_EQ(zeros * sizeof(float), bytes);
+  EXPECT_EQ(b.data()[99], 1.0f);
+  EXPECT_EQ(b.data()[n - 100], 1.0f);
+  b.data()[n / 2] = 2.0f;
+  EXPECT_EQ(b.data()[n / 2], 2.0f);
+  EXPECT_EQ(discard_pages(b.data() + 1, 100), 0u);  // inside one page: nothing
+}
+
 }  // namespace
 }  // namespace bertfit

@@ -22,12 +22,15 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t N = std::int64_t{batch} * tokens;
   const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
-  const bool need_f32 = !bf16, need_hidden = !bf16 || keep_hidden;
+  const bool need_f32 = !bf16, need_hidden = keep_hidden;
+  const bool share = !for_training && !keep_hidden;
   bf16_now_ = bf16;
   keep_hidden_now_ = need_hidden;
+  share_layers_now_ = share;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
       (training_ || !for_training) && (bf16_ || !bf16) && (!need_f32 || f32_rows_ >= N) &&
-      (!need_hidden || hidden_rows_ >= N) && static_cast<int>(layers.size()) == c.layers) {
+      (!need_hidden || hidden_rows_ >= N) && (need_hidden || shared_rows_ >= N) &&
+      (share || all_layers_) && static_cast<int>(layers.size()) == c.layers) {
     return;
   }
   capacity_rows_ = std::max(capacity_rows_, N);
@@ -38,13 +41,19 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
   if (need_f32) f32_rows_ = rows;
   if (need_hidden) hidden_rows_ = rows;
+  if (!need_hidden || bf16_) shared_rows_ = rows;
 
   grow(emb, rows * C);
   grow(emb_mean, rows);
   grow(emb_rstd, rows);
   if (need_hidden) grow(x0, rows * C);
   layers.resize(c.layers);
-  for (auto& l : layers) {
+  // Growing in the shared form grows layers[0] only: the others are behind until a resize
+  // that needs them all.
+  all_layers_ = !share;
+  const std::span<LayerActivations> used(layers.data(), share ? 1 : layers.size());
+  if (!need_hidden || bf16_) grow(shared_hidden, rows * C);
+  for (auto& l : used) {
     grow(l.probs, capacity_attn_);
     grow(l.res1, rows * C);
     grow(l.mean1, rows);
@@ -79,9 +88,8 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
   }
   if (bf16_) {
-    grow(shared_hidden, rows * C);
     grow(shared_att, rows * C);
-    for (auto& l : layers) {
+    for (auto& l : used) {
       grow(l.x_bf16, rows * C);
       grow(l.att_bf16, rows * C);
       grow(l.h1_bf16, rows * C);
@@ -100,29 +108,28 @@ float* Activations::embedded() { return keep_hidden_now_ ? x0.data() : shared_hi
 float* Activations::layer_out(int l) {
   return keep_hidden_now_ ? layers[l].out.data() : shared_hidden.data();
 }
+// The per-layer tensors below come from layer(l): layers[0] for every layer when shared.
 
 Rows Activations::layer_in(int l) {
-  return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layers[l].x_bf16.data() : nullptr};
+  return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layer(l).x_bf16.data() : nullptr};
 }
 
 // bf16 keeps qkv, ff1 and act in bf16 only, and att and h1 in buffers shared by all layers (see
 // shared_hidden), with their bf16 roundings per layer.
 Rows Activations::qkv(int l) {
-  return bf16_now_ ? Rows{nullptr, layers[l].qkv_bf16.data()} : Rows{layers[l].qkv.data()};
+  return bf16_now_ ? Rows{nullptr, layer(l).qkv_bf16.data()} : Rows{layer(l).qkv.data()};
 }
 Rows Activations::att(int l) {
-  return bf16_now_ ? Rows{shared_att.data(), layers[l].att_bf16.data()}
-                   : Rows{layers[l].att.data()};
+  return bf16_now_ ? Rows{shared_att.data(), layer(l).att_bf16.data()} : Rows{layer(l).att.data()};
 }
 Rows Activations::h1(int l) {
-  return bf16_now_ ? Rows{shared_hidden.data(), layers[l].h1_bf16.data()}
-                   : Rows{layers[l].h1.data()};
+  return bf16_now_ ? Rows{shared_hidden.data(), layer(l).h1_bf16.data()} : Rows{layer(l).h1.data()};
 }
 Rows Activations::ff1(int l) {
-  return bf16_now_ ? Rows{nullptr, layers[l].ff1_bf16.data()} : Rows{layers[l].ff1.data()};
+  return bf16_now_ ? Rows{nullptr, layer(l).ff1_bf16.data()} : Rows{layer(l).ff1.data()};
 }
 Rows Activations::act(int l) {
-  return bf16_now_ ? Rows{nullptr, layers[l].act_bf16.data()} : Rows{layers[l].act.data()};
+  return bf16_now_ ? Rows{nullptr, layer(l).act_bf16.data()} : Rows{layer(l).act.data()};
 }
 Rows Activations::head_in() { return {cls.data(), bf16_now_ ? cls_bf16.data() : nullptr}; }
 Rows Activations::classifier_in() {

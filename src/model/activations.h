@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/aligned.h"
@@ -75,20 +76,25 @@ struct Activations {
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
 
   // bf16 precision only: the head's product inputs and the bf16 copy of an output gradient.
-  // bf16 only: fp32 tensors that feed only bf16 products and residual adds, so backward never
-  // reads them, live in two buffers shared by all layers instead of one per layer: the hidden
-  // state (x0, then each layer's h1 and out, unless hidden states are kept) and the attention
-  // output. -13 MB per layer and tensor at batch 32, seq 128 (DistilBERT).
+  // fp32 tensors that backward never reads live in buffers shared by all layers instead of one
+  // per layer: the hidden state (x0, then each layer's out, unless hidden states are kept; in
+  // bf16 also each layer's h1) and, in bf16, the attention output. -13 MB per layer and tensor
+  // at batch 32, seq 128 (DistilBERT).
   AlignedBuffer<float> shared_hidden, shared_att;   // (N,C)
   AlignedBuffer<std::uint16_t> cls_bf16, pre_bf16;  // (B,C)
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
   // the bf16 copies.
-  // keep_hidden (bf16 only; fp32 always keeps them): x0 and every layer's out get their own
-  // buffers, so hidden(l) is valid after the forward.
+  // keep_hidden: x0 and every layer's out get their own buffers, so hidden(l) is valid after
+  // the forward (fp32 training needs them: its backward reads each layer's input).
+  // A forward that is neither for training nor keeps hidden states (inference) runs every layer
+  // on layers[0]'s buffers (layer(l)) and the hidden state in place in shared_hidden: one
+  // layer's tensors instead of L (-5/6 of the activation memory for DistilBERT).
   void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
               bool keep_hidden = false);
+  // The buffers layer l uses in the last resize()'s form: layers[l], or layers[0] for all.
+  LayerActivations& layer(int l) { return layers[share_layers_now_ ? 0 : l]; }
 
   // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
   // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,
@@ -98,7 +104,8 @@ struct Activations {
                      const std::int32_t* attention_mask, bool unpadded);
 
   // Hidden state after layer l (0 = embeddings output), (N,C); after the last layer only B rows
-  // (the first tokens) unless the forward ran with ModelInput::full_last_layer.
+  // (the first tokens) unless the forward ran with ModelInput::full_last_layer. Valid after a
+  // forward that kept hidden states (resize's keep_hidden).
   const float* hidden(int l) const { return l == 0 ? x0.data() : layers[l - 1].out.data(); }
 
   // The tensors as the precision of the last resize() stores them (Rows, model/linear.h): what
@@ -118,12 +125,14 @@ struct Activations {
  private:
   std::int64_t capacity_rows_ = 0;
   std::int64_t f32_rows_ = 0;     // rows of qkv, att, h1, ff1, act (allocated in fp32 only)
-  std::int64_t hidden_rows_ = 0;  // rows of x0 and out (fp32, or bf16 keeping hidden states)
+  std::int64_t hidden_rows_ = 0;  // rows of x0 and out (kept hidden states)
+  std::int64_t shared_rows_ = 0;  // rows of shared_hidden
   std::int64_t capacity_attn_ = 0;
   int capacity_batch_ = 0;
   bool training_ = false;
   bool bf16_ = false;
-  bool bf16_now_ = false, keep_hidden_now_ = true;  // the last resize()'s
+  bool all_layers_ = false;  // every layer's buffers hold the capacity (else only layers[0]'s)
+  bool bf16_now_ = false, keep_hidden_now_ = true, share_layers_now_ = false;  // last resize()'s
 };
 
 }  // namespace bertfit

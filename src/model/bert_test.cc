@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -73,6 +75,87 @@ TEST(BertModel, BackwardReportsFinishedGradientsWhereItSays) {
     check_ready_reports(arch, Precision::kF32, true);
     check_ready_reports(arch, Precision::kF32, false);
     if (has_native_bf16()) check_ready_reports(arch, Precision::kBF16, true);
+  }
+}
+
+// An inference forward runs every layer on one layer's buffers; one Activations that goes from
+// that form to a training forward (all layers' buffers) and back, at growing sizes, gives
+// bit-identical logits and gradients to fresh Activations, in every precision.
+TEST(BertModel, ActivationsSwitchBetweenSharedAndPerLayerBuffers) {
+  for (Precision precision : {Precision::kF32, Precision::kBF16, Precision::kInt8}) {
+    if (precision == Precision::kBF16 && !has_native_bf16()) continue;
+    if (precision == Precision::kInt8 && !has_int8_vnni()) continue;
+    const bool trains = precision != Precision::kInt8;
+    ModelConfig c = small_test_config(Arch::kBert, 3);
+    ParamLayout layout(c);
+    AlignedBuffer<float> params(layout.total()), grads(layout.total());
+    init_params(layout, c, 5, params.data());
+    BertModel model(c, layout, precision);
+    ModelWeights weights = model.make_weights();
+    weights.prepare(params.data(), /*with_backward=*/trains);
+    Batch batch(c);
+    const std::vector<float> labels = {0, 2, 1};
+    auto logits = [&](Activations& a, int B) {
+      ModelInput in = batch.input();
+      in.B = B;
+      model.forward(weights, in, DropoutState{}, a);
+      return std::vector<float>(a.logits.data(), a.logits.data() + B * c.num_labels);
+    };
+    auto gradients = [&](Activations& a) {
+      ModelInput in = batch.input();
+      in.for_backward = true;
+      model.forward(weights, in, DropoutState{}, a);
+      model.loss(labels.data(), 1.0f, a);
+      grads.zero();
+      model.backward(weights, grads.data(), in, DropoutState{}, a);
+      return std::vector<float>(grads.data(), grads.data() + layout.total());
+    };
+    Activations reused;
+    Activations fresh1, fresh3;
+    const std::vector<float> small = logits(fresh1, 1), full = logits(fresh3, 3);
+    EXPECT_EQ(logits(reused, 1), small);
+    if (trains) {
+      Activations fresh_train;
+      const std::vector<float> g = gradients(fresh_train);
+      EXPECT_EQ(gradients(reused), g);
+    }
+    EXPECT_EQ(logits(reused, 3), full);
+    EXPECT_EQ(logits(reused, 1), small);
+  }
+}
+
+// What unread_ranges() names is really unread: with those parameters set to NaN, a forward
+// with weights prepared for inference gives the same logits (bf16: the prepared bf16 copies;
+// int8: the int8 ones, the head in fp32); fp32 and weights with backward copies name nothing.
+TEST(BertModel, UnreadRangesAreNotRead) {
+  for (Precision precision : {Precision::kF32, Precision::kBF16, Precision::kInt8}) {
+    if (precision == Precision::kBF16 && !has_native_bf16()) continue;
+    if (precision == Precision::kInt8 && !has_int8_vnni()) continue;
+    ModelConfig c = small_test_config(Arch::kDistilBert, 3);
+    ParamLayout layout(c);
+    AlignedBuffer<float> params(layout.total());
+    init_params(layout, c, 5, params.data());
+    BertModel model(c, layout, precision);
+    ModelWeights weights = model.make_weights();
+    if (precision != Precision::kInt8) {
+      weights.prepare(params.data(), /*with_backward=*/true);
+      EXPECT_TRUE(weights.unread_ranges().empty());
+    }
+    weights.prepare(params.data(), /*with_backward=*/false);
+    Batch batch(c);
+    Activations acts;
+    model.forward(weights, batch.input(), DropoutState{}, acts);
+    const std::vector<float> before(acts.logits.data(), acts.logits.data() + 3 * c.num_labels);
+    const auto ranges = weights.unread_ranges();
+    EXPECT_EQ(ranges.size(), precision == Precision::kF32    ? 0u
+                             : precision == Precision::kBF16 ? 4u * c.layers + 2
+                                                             : 4u * c.layers);
+    for (const auto& [offset, count] : ranges) {
+      std::fill_n(params.data() + offset, count, std::numeric_limits<float>::quiet_NaN());
+    }
+    model.forward(weights, batch.input(), DropoutState{}, acts);
+    EXPECT_EQ(std::vector<float>(acts.logits.data(), acts.logits.data() + 3 * c.num_labels),
+              before);
   }
 }
 

@@ -84,7 +84,7 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
   const float eps = static_cast<float>(c.layer_norm_eps);
   const DropoutState& d = *run.dropout;
   auto key = [&](DropoutSite site) { return dropout_key(d.seed, d.step, d.micro, l, site); };
-  LayerActivations& s = a.layers[l];
+  LayerActivations& s = a.layer(l);
   const Rows x = a.layer_in(l), qkv = a.qkv(l), att = a.att(l), h1 = a.h1(l), ff1 = a.ff1(l),
              act = a.act(l);
   float* out = a.layer_out(l);
@@ -133,7 +133,7 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   const std::int64_t N = a.N, padded = std::int64_t{B} * a.T;
   const DropoutState& d = *run.dropout;
   auto key = [&](DropoutSite site) { return dropout_key(d.seed, d.step, d.micro, l, site); };
-  LayerActivations& s = a.layers[l];
+  LayerActivations& s = a.layer(l);
   const Rows x = a.layer_in(l), qkv = a.qkv(l), att = a.att(l), h1 = a.h1(l), ff1 = a.ff1(l),
              act = a.act(l);
   const LayerTensors g = layer_tensors(lay, grads, l);

@@ -92,6 +92,23 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
   prepare_one(Role::kClsW, 0);
 }
 
+std::vector<std::pair<std::int64_t, std::int64_t>> ModelWeights::unread_ranges() const {
+  CHECK(prepared(), "unread_ranges before ModelWeights::prepare");
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  if (precision_ == Precision::kF32 || with_backward_) return out;
+  auto add = [&](Role r, int l) {
+    const auto [N, K] = shape(r);
+    out.emplace_back(layout_.offset(r, l), N * K);
+  };
+  for (int l = 0; l < config_.layers; ++l)
+    for (Role r : kLayerProducts) add(r, l);
+  if (precision_ == Precision::kBF16) {  // int8 runs the head in fp32
+    add(Role::kPreW, 0);
+    add(Role::kClsW, 0);
+  }
+  return out;
+}
+
 Linear ModelWeights::linear(Role r, int l) const {
   CHECK(prepared(), "the model's weights were used before ModelWeights::prepare");
   const auto [N, K] = shape(r);

@@ -36,6 +36,12 @@ class ModelWeights {
   // The tensor of role r (of layer l for encoder roles).
   const float* operator()(Role r, int l = 0) const { return params_ + layout_.offset(r, l); }
 
+  // The parameter ranges (offset, count) that forwards with these weights never read: the fp32
+  // weights of the products prepared in bf16 or int8, when prepared without backward (then
+  // only the prepared copies are read). A process that only infers can discard their memory
+  // (base/aligned.h's discard_pages); prepare() must not be called again on them.
+  std::vector<std::pair<std::int64_t, std::int64_t>> unread_ranges() const;
+
   // The product whose weight has role r: in layer l kQW (q, k and v fused, (3C,C)), kOW, kFf1W
   // or kFf2W; in the head kPreW or kClsW. Bound to its weight, bias and prepared form.
   Linear linear(Role r, int l = 0) const;

@@ -4,16 +4,20 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/aligned.h"
 #include "base/check.h"
 
 namespace bertfit::serve {
 
-Engine::Engine(const ModelState& state, Precision precision, std::int64_t max_padded_tokens)
+Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_tokens)
     : state_(state),
       model_(state.config, state.layout, precision),
       weights_(model_.make_weights()),
       max_padded_tokens_(max_padded_tokens) {
   weights_.prepare(state.params.data(), /*with_backward=*/false);
+  for (const auto& [offset, count] : weights_.unread_ranges()) {
+    discard_pages(state.params.data() + offset, sizeof(float) * count);
+  }
 }
 
 void Engine::run(std::span<const Encoding* const> sequences, float* logits) {

@@ -16,9 +16,11 @@ namespace bertfit::serve {
 
 class Engine {
  public:
-  // state must outlive the engine. max_padded_tokens bounds B·T of one forward pass (attention
-  // runs on the padded (B,T) layout and keeps (B,H,T,T) probabilities per layer).
-  Engine(const ModelState& state, Precision precision, std::int64_t max_padded_tokens);
+  // state must outlive the engine, which owns its parameters from then on: in bf16 and int8 the
+  // fp32 weights of the prepared products are discarded (ModelWeights::unread_ranges), so the
+  // server holds each weight once. max_padded_tokens bounds B·T of one forward pass (attention
+  // runs on the padded (B,T) layout and keeps (B,H,T,T) probabilities).
+  Engine(ModelState& state, Precision precision, std::int64_t max_padded_tokens);
 
   const ModelConfig& config() const { return state_.config; }
   int num_labels() const { return state_.config.num_labels; }
