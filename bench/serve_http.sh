@@ -8,7 +8,8 @@
 #   2. throughput at saturation: 64 connections posting MRPC dev pairs (one pair a request, the
 #      408 pairs in turn): requests/s, against the model's batch throughput on the same pairs,
 #      tokenization included: `bertfit predict --batch-size 64` on the pairs repeated 8 times,
-#      less its run on one pair (start-up and load), per pair.
+#      less its run on one pair (start-up and load), per pair;
+#   3. the server's peak RSS (VmHWM) after both, at the default --max-batch-tokens.
 #   bench/serve_http.sh [PRECISIONS...]   (default: int8 bf16 fp32; each gets its own server)
 # Needs wrk; prints a Markdown table. Run it on an otherwise idle machine: wrk shares the cores.
 set -euo pipefail
@@ -62,8 +63,8 @@ end
 EOF
 
 seconds() { python3 -c 'import time; print(time.monotonic())'; }
-echo "| precision | model 1x64 ms | HTTP c=1 p50 ms | p99 ms | p50 - model ms | model pairs/s (batch 64) | HTTP c=64 req/s | HTTP / model |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| precision | model 1x64 ms | HTTP c=1 p50 ms | p99 ms | p50 - model ms | model pairs/s (batch 64) | HTTP c=64 req/s | HTTP / model | server peak RSS MB |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for p in "${precisions[@]}"; do
   model_ms=$("$bertfit" bench infer --model "$tmp/model" --batch-size 1 --seq-len 64 --threads 2 \
     --precision "$p" --steps 200 --warmup 10 | python3 -c 'import json,sys; print(json.load(sys.stdin)["ms_per_step"])')
@@ -94,13 +95,14 @@ for p in "${precisions[@]}"; do
   wrk -t1 -c1 -d2s -s "$tmp/one.lua" "$url" >/dev/null # warm the path
   wrk -t1 -c1 -d10s --latency -s "$tmp/one.lua" "$url" >"$tmp/c1.txt"
   wrk -t2 -c64 -d15s -s "$tmp/pairs.lua" "$url" >"$tmp/c64.txt"
+  rss_mb=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status")
   kill -TERM "$server"
   wait "$server"
   server=""
-  python3 - "$p" "$model_ms" "$model_pairs" "$tmp/c1.txt" "$tmp/c64.txt" <<'PY'
+  python3 - "$p" "$model_ms" "$model_pairs" "$tmp/c1.txt" "$tmp/c64.txt" "$rss_mb" <<'PY'
 import re, sys
 p, model_ms, model_pairs = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-c1, c64 = open(sys.argv[4]).read(), open(sys.argv[5]).read()
+c1, c64, rss = open(sys.argv[4]).read(), open(sys.argv[5]).read(), sys.argv[6]
 def ms(text, pct):
     m = re.search(rf"^\s*{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
     v, unit = float(m.group(1)), m.group(2)
@@ -111,6 +113,6 @@ for text in (c1, c64):
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", c64).group(1))
 p50, p99 = ms(c1, 50), ms(c1, 99)
 print(f"| {p} | {model_ms:.2f} | {p50:.2f} | {p99:.2f} | {p50 - model_ms:+.2f} | "
-      f"{model_pairs:.1f} | {rps:.1f} | {rps / model_pairs:.2f} |")
+      f"{model_pairs:.1f} | {rps:.1f} | {rps / model_pairs:.2f} | {rss} |")
 PY
 done

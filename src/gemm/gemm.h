@@ -87,6 +87,33 @@ void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const Pre
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const PreparedWeightBf16& w,
                                 std::int64_t M, Output out = Output::kAccumulate);
 
+// A Linear weight w (N,K) in fp32 laid out once the way oneDNN's fp32 kernels read weights
+// (blocked), for inference: from a plain weight, every product first copies the weight into
+// that layout itself, which at a few rows costs about as much as the product
+// (docs/PERFORMANCE.md, "Prepared fp32 weights"). Forward products only; the values are w's,
+// so the products' results are those of linear_forward up to the order of the sums.
+class PreparedWeightF32 {
+ public:
+  PreparedWeightF32();
+  ~PreparedWeightF32();
+  PreparedWeightF32(PreparedWeightF32&&) noexcept;
+  PreparedWeightF32& operator=(PreparedWeightF32&&) noexcept;
+
+  // w: (N,K) fp32, row-major.
+  void prepare(const float* w, std::int64_t N, std::int64_t K);
+  std::int64_t N() const;
+  std::int64_t K() const;
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend const Impl& prepared_impl(const PreparedWeightF32& w);
+};
+
+// y (M,N) = x (M,K) · wᵀ + bias (bias may be null) from a prepared fp32 weight.
+void linear_forward(float* y, const float* x, const PreparedWeightF32& w, const float* bias,
+                    std::int64_t M);
+
 // int8 inference products. The weight w (N,K) is quantized once, symmetric per output channel
 // (wq = round(w / sw[n]), sw[n] = max|w[n,:]| / 127, in [-127, 127]), and held in the blocked
 // layout oneDNN's VNNI kernels read. Each product quantizes its input x (M,K) per row,

@@ -27,7 +27,18 @@ const PreparedWeightBf16& Linear::prepared() const {
   return *prepared_;
 }
 
+Linear::Linear(const float* w, const float* b, const PreparedWeightF32* prepared, std::int64_t N,
+               std::int64_t K)
+    : w_(w), b_(b), prepared_(nullptr), f32_(prepared), N_(N), K_(K) {
+  CHECK(prepared != nullptr && prepared->N() == N && prepared->K() == K, "a Linear (", N, ", ", K,
+        ") bound to a prepared fp32 weight of another shape");
+}
+
 void Linear::forward(Rows y, Rows x, std::int64_t M) const {
+  if (f32_ != nullptr) {
+    CHECK(x.f32 != nullptr && y.f32 != nullptr, "fp32 product without fp32 operands");
+    return linear_forward(y.f32, x.f32, *f32_, b_, M);
+  }
   if (int8_ != nullptr) {
     CHECK(x.f32 != nullptr && y.f32 != nullptr, "int8 product without fp32 operands");
     return linear_forward_int8(y.f32, x.f32, *int8_, b_, M);

@@ -35,6 +35,9 @@ class Linear {
          std::int64_t K);
   Linear(const float* w, const float* b, const PreparedWeightInt8* prepared, std::int64_t N,
          std::int64_t K);
+  // fp32 forward products from a prepared fp32 weight (inference; backward reads w).
+  Linear(const float* w, const float* b, const PreparedWeightF32* prepared, std::int64_t N,
+         std::int64_t K);
 
   std::int64_t in_features() const { return K_; }
   std::int64_t out_features() const { return N_; }
@@ -63,6 +66,7 @@ class Linear {
   const float* b_;
   const PreparedWeightBf16* prepared_;
   const PreparedWeightInt8* int8_ = nullptr;
+  const PreparedWeightF32* f32_ = nullptr;
   std::int64_t N_, K_;
 };
 

@@ -80,7 +80,21 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
       }
     return;
   }
-  if (precision_ != Precision::kBF16) return;
+  if (precision_ == Precision::kF32) {
+    // Inference only: training's products read the plain weights the optimizer updates.
+    f32_.clear();
+    if (with_backward) return;
+    f32_.resize(slot(Role::kClsW, 0) + 1);
+    auto prepare_f32 = [&](Role r, int l) {
+      const auto [N, K] = shape(r);
+      f32_[slot(r, l)].prepare((*this)(r, l), N, K);
+    };
+    for (int l = 0; l < config_.layers; ++l)
+      for (Role r : kLayerProducts) prepare_f32(r, l);
+    prepare_f32(Role::kPreW, 0);
+    prepare_f32(Role::kClsW, 0);
+    return;
+  }
   bf16_.resize(slot(Role::kClsW, 0) + 1);
   auto prepare_one = [&](Role r, int l) {
     const auto [N, K] = shape(r);
@@ -95,14 +109,14 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
 std::vector<std::pair<std::int64_t, std::int64_t>> ModelWeights::unread_ranges() const {
   CHECK(prepared(), "unread_ranges before ModelWeights::prepare");
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
-  if (precision_ == Precision::kF32 || with_backward_) return out;
+  if (with_backward_) return out;
   auto add = [&](Role r, int l) {
     const auto [N, K] = shape(r);
     out.emplace_back(layout_.offset(r, l), N * K);
   };
   for (int l = 0; l < config_.layers; ++l)
     for (Role r : kLayerProducts) add(r, l);
-  if (precision_ == Precision::kBF16) {  // int8 runs the head in fp32
+  if (precision_ != Precision::kInt8) {  // int8 runs the head on its fp32 weights
     add(Role::kPreW, 0);
     add(Role::kClsW, 0);
   }
@@ -115,6 +129,9 @@ Linear ModelWeights::linear(Role r, int l) const {
   const bool head = r == Role::kPreW || r == Role::kClsW;
   if (precision_ == Precision::kInt8 && !head) {
     return Linear((*this)(r, l), (*this)(bias_of(r), l), &int8_[slot(r, l)], N, K);
+  }
+  if (precision_ == Precision::kF32 && !f32_.empty()) {
+    return Linear((*this)(r, l), (*this)(bias_of(r), l), &f32_[slot(r, l)], N, K);
   }
   const PreparedWeightBf16* prepared =
       precision_ == Precision::kBF16 ? &bf16_[slot(r, l)] : nullptr;

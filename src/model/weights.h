@@ -36,9 +36,9 @@ class ModelWeights {
   // The tensor of role r (of layer l for encoder roles).
   const float* operator()(Role r, int l = 0) const { return params_ + layout_.offset(r, l); }
 
-  // The parameter ranges (offset, count) that forwards with these weights never read: the fp32
-  // weights of the products prepared in bf16 or int8, when prepared without backward (then
-  // only the prepared copies are read). A process that only infers can discard their memory
+  // The parameter ranges (offset, count) that forwards with these weights never read: the
+  // weights of the prepared products, when prepared without backward (then only the prepared
+  // copies are read). A process that only infers can discard their memory
   // (base/aligned.h's discard_pages); prepare() must not be called again on them.
   std::vector<std::pair<std::int64_t, std::int64_t>> unread_ranges() const;
 
@@ -57,6 +57,7 @@ class ModelWeights {
   bool with_backward_ = false;
   std::vector<PreparedWeightBf16> bf16_;  // bf16 only: per layer qkv, o, ff1, ff2; then the head's
   std::vector<PreparedWeightInt8> int8_;  // int8 only: per layer qkv, o, ff1, ff2
+  std::vector<PreparedWeightF32> f32_;    // fp32 without backward: as bf16_
 };
 
 }  // namespace bertfit

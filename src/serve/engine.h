@@ -16,10 +16,10 @@ namespace bertfit::serve {
 
 class Engine {
  public:
-  // state must outlive the engine, which owns its parameters from then on: in bf16 and int8 the
-  // fp32 weights of the prepared products are discarded (ModelWeights::unread_ranges), so the
-  // server holds each weight once. max_padded_tokens bounds B·T of one forward pass (attention
-  // runs on the padded (B,T) layout and keeps (B,H,T,T) probabilities).
+  // state must outlive the engine, which owns its parameters from then on: the fp32 weights of
+  // the prepared products are discarded (ModelWeights::unread_ranges), so the server holds each
+  // weight once, in the form its products read. max_padded_tokens bounds B·T of one forward pass
+  // (attention runs on the padded (B,T) layout and keeps (B,H,T,T) probabilities).
   Engine(ModelState& state, Precision precision, std::int64_t max_padded_tokens);
 
   const ModelConfig& config() const { return state_.config; }
