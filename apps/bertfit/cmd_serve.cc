@@ -67,7 +67,12 @@ void run(const ServeOptions& o) {
   if (!(o.read_timeout > 0 && o.idle_timeout > 0)) {
     throw_error("--read-timeout and --idle-timeout must be > 0");
   }
-  if (o.compute.threads > 0) set_num_threads(o.compute.threads);
+  // The model runs on the compute worker's OpenMP team alone (--threads is set there). This
+  // thread loads and prepares it with one thread, so it starts no OpenMP pool of its own:
+  // libgomp spins between parallel regions only while it manages no more threads than there
+  // are CPUs, and a second pool made the worker's team sleep and wake in every region (a 64-token
+  // int8 forward 6.0 -> 7.3 ms on 2 cores; docs/PERFORMANCE.md).
+  set_num_threads(1);
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   ModelState state = load_model(folder);

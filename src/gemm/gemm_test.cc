@@ -336,7 +336,8 @@ TEST(Int8, LinearForwardIsTheProductOfTheQuantizedOperands) {
                          {3, 37, 19},
                          {64, 768, 2304},
                          {130, 96, 384},
-                         {7, 3072, 768}}) {
+                         {7, 3072, 768},
+                         {2500, 40, 24}}) {  // over the 1024-row blocks, with a partial one
     std::vector<float> x = random_vec(M * K, rng), w = random_vec(N * K, rng),
                        b = random_vec(N, rng), y(M * N), y_nobias(M * N);
     for (float& v : x) v = v * 0.5f + 0.3f;  // an off-centre range, as after GELU
