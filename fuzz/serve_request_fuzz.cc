@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "base/file.h"
+#include "fuzz/fuzz_tokenizer.h"
 #include "serve/protocol.h"
 
 namespace {
@@ -21,24 +21,7 @@ using bertfit::serve::ApiError;
 constexpr int kMaxBatch = 8;
 constexpr int kMaxLen = 64;
 
-std::string vocab_path() {
-  if (const char* env = std::getenv("BERTFIT_FUZZ_VOCAB"); env != nullptr && *env != '\0') {
-    return env;
-  }
-#ifdef BERTFIT_SHARED_DIR
-  const std::string built_in =
-      std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt";
-  if (bertfit::path_exists(built_in)) return built_in;
-#endif
-  std::fprintf(stderr, "set BERTFIT_FUZZ_VOCAB to bert-base-uncased.txt\n");
-  std::abort();
-}
-
-const bertfit::WordPieceTokenizer& tokenizer() {
-  static const bertfit::WordPieceTokenizer tok =
-      bertfit::WordPieceTokenizer::from_vocab_file(vocab_path());
-  return tok;
-}
+using bertfit::fuzz::tokenizer;
 
 void check_refusal(const ApiError& e) {
   if (e.status() < 400 || e.status() > 499) std::abort();

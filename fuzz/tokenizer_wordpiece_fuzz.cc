@@ -12,34 +12,12 @@
 #include <string>
 #include <string_view>
 
-#include "base/file.h"
+#include "fuzz/fuzz_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
-std::string vocab_path() {
-  if (const char* env = std::getenv("BERTFIT_FUZZ_VOCAB"); env != nullptr && *env != '\0') {
-    return env;
-  }
-#ifdef BERTFIT_SHARED_DIR
-  const std::string built_in =
-      std::string(BERTFIT_SHARED_DIR) + "/data/vocab/bert-base-uncased.txt";
-  if (bertfit::path_exists(built_in)) return built_in;
-#endif
-  for (const char* rel : {"../shared/data/vocab/bert-base-uncased.txt",
-                          "../../shared/data/vocab/bert-base-uncased.txt",
-                          "../../../shared/data/vocab/bert-base-uncased.txt"}) {
-    if (bertfit::path_exists(rel)) return rel;
-  }
-  std::fprintf(stderr, "set BERTFIT_FUZZ_VOCAB to bert-base-uncased.txt\n");
-  std::abort();
-}
-
-const bertfit::WordPieceTokenizer& tokenizer() {
-  static const bertfit::WordPieceTokenizer tok =
-      bertfit::WordPieceTokenizer::from_vocab_file(vocab_path());
-  return tok;
-}
+using bertfit::fuzz::tokenizer;
 
 void require(bool ok, const char* what) {
   if (!ok) {

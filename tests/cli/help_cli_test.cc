@@ -56,59 +56,59 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   const std::vector<CLI::App*> commands = all_commands(app);
   ASSERT_EQ(commands.size(), 11u);
   for (const CLI::App* cmd : commands) {
-      const std::string name = cmd->get_name();
-      RunResult r = run_bertfit(name + " --help");
-      ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
-      const std::vector<const CLI::Option*> options = cmd->get_options();
-      EXPECT_GT(options.size(), 1u) << name;  // --help and at least one of its own
-      for (const CLI::Option* opt : options) {
-        const std::string flag = opt->get_name();
-        const std::string line = help_line(r.out, flag);
-        ASSERT_FALSE(line.empty()) << name << " --help does not list " << flag << ":\n" << r.out;
-        const std::string& def = opt->get_default_str();
-        if (def.empty()) continue;
-        EXPECT_NE((line + " ").find("=" + def + " "), std::string::npos)
-            << name << " " << flag << ": default " << def << " not shown in\n"
-            << line;
-        EXPECT_EQ(opt->get_description().find("(default"), std::string::npos)
-            << name << " " << flag
-            << ": the help text repeats the default: " << opt->get_description();
-      }
+    const std::string name = cmd->get_name();
+    RunResult r = run_bertfit(name + " --help");
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    const std::vector<const CLI::Option*> options = cmd->get_options();
+    EXPECT_GT(options.size(), 1u) << name;  // --help and at least one of its own
+    for (const CLI::Option* opt : options) {
+      const std::string flag = opt->get_name();
+      const std::string line = help_line(r.out, flag);
+      ASSERT_FALSE(line.empty()) << name << " --help does not list " << flag << ":\n" << r.out;
+      const std::string& def = opt->get_default_str();
+      if (def.empty()) continue;
+      EXPECT_NE((line + " ").find("=" + def + " "), std::string::npos)
+          << name << " " << flag << ": default " << def << " not shown in\n"
+          << line;
+      EXPECT_EQ(opt->get_description().find("(default"), std::string::npos)
+          << name << " " << flag
+          << ": the help text repeats the default: " << opt->get_description();
     }
   }
+}
 
-  // Commands that declare a flag of their own because its meaning or default differs from the
-  // same name elsewhere: --output (train: the run's folder; init, convert: the model folder;
-  // predict: the predictions file), --seed (what it seeds), --input and --vocab (what the command
-  // accepts),
-  // --arch (init: none, model_type of --config; bench: distilbert), --max-seq-len (tokenize: 512,
-  // the largest BERT input; elsewhere the compute group's 128).
-  const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-      {"train", "--output"},   {"init", "--output"},         {"predict", "--output"},
-      {"convert", "--output"}, {"train", "--seed"},          {"init", "--seed"},
-      {"forward", "--seed"},   {"predict", "--input"},       {"tokenize", "--input"},
-      {"init", "--vocab"},     {"tokenize", "--vocab"},      {"init", "--arch"},
-      {"bench", "--arch"},     {"tokenize", "--max-seq-len"}};
+// Commands that declare a flag of their own because its meaning or default differs from the
+// same name elsewhere: --output (train: the run's folder; init, convert: the model folder;
+// predict: the predictions file), --seed (what it seeds), --input and --vocab (what the command
+// accepts),
+// --arch (init: none, model_type of --config; bench: distilbert), --max-seq-len (tokenize: 512,
+// the largest BERT input; elsewhere the compute group's 128).
+const std::set<std::pair<std::string, std::string>> kOwnFlags = {
+    {"train", "--output"},   {"init", "--output"},         {"predict", "--output"},
+    {"convert", "--output"}, {"train", "--seed"},          {"init", "--seed"},
+    {"forward", "--seed"},   {"predict", "--input"},       {"tokenize", "--input"},
+    {"init", "--vocab"},     {"tokenize", "--vocab"},      {"init", "--arch"},
+    {"bench", "--arch"},     {"tokenize", "--max-seq-len"}};
 
-  TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
-    CLI::App app;
-    cli::build_app(app);
-    std::map<std::string, std::pair<std::string, std::string>> first;  // flag -> (command, help)
-    int shared = 0;
-    for (const CLI::App* cmd : all_commands(app)) {
-      for (const CLI::Option* opt : cmd->get_options()) {
-        const std::string flag = opt->get_name();
-        if (kOwnFlags.count({cmd->get_name(), flag}) > 0) continue;
-        const std::string text = opt->get_description() + " default=" + opt->get_default_str();
-        auto [it, inserted] = first.emplace(flag, std::pair{cmd->get_name(), text});
-        if (inserted) continue;
-        ++shared;
-        EXPECT_EQ(text, it->second.second)
-            << flag << " differs between " << it->second.first << " and " << cmd->get_name();
-      }
+TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
+  CLI::App app;
+  cli::build_app(app);
+  std::map<std::string, std::pair<std::string, std::string>> first;  // flag -> (command, help)
+  int shared = 0;
+  for (const CLI::App* cmd : all_commands(app)) {
+    for (const CLI::Option* opt : cmd->get_options()) {
+      const std::string flag = opt->get_name();
+      if (kOwnFlags.count({cmd->get_name(), flag}) > 0) continue;
+      const std::string text = opt->get_description() + " default=" + opt->get_default_str();
+      auto [it, inserted] = first.emplace(flag, std::pair{cmd->get_name(), text});
+      if (inserted) continue;
+      ++shared;
+      EXPECT_EQ(text, it->second.second)
+          << flag << " differs between " << it->second.first << " and " << cmd->get_name();
     }
-    EXPECT_GT(shared, 20);  // --model, --threads, --precision, the data flags, --help, ...
   }
+  EXPECT_GT(shared, 20);  // --model, --threads, --precision, the data flags, --help, ...
+}
 
 }  // namespace
 }  // namespace bertfit::testing
