@@ -48,7 +48,8 @@ double median(std::vector<double> v) {
 }
 
 // Best-of-several GFLOP/s of one large product through gemm/ in the given precision, by the
-// fastest path gemm/ has for it (in bf16 and int8 a prepared weight, as the model's products).
+// fastest path gemm/ has for it: a prepared weight (as the model's inference products; fp32
+// training reads its weights plain).
 double measure_matmul_peak(Precision precision) {
   const std::int64_t M = 4096, K = 768, N = 3072;
   AlignedBuffer<float> x(M * K), w(N * K), y(M * N);
@@ -60,6 +61,8 @@ double measure_matmul_peak(Precision precision) {
   for (std::size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
   PreparedWeightBf16 wb;
   PreparedWeightInt8 wi;
+  PreparedWeightF32 wf;
+  if (precision == Precision::kF32) wf.prepare(w.data(), N, K);
   if (precision == Precision::kBF16) wb.prepare(w.data(), N, K, /*with_backward=*/false);
   if (precision == Precision::kInt8) wi.prepare(w.data(), N, K);
   double best = 0;
@@ -70,7 +73,7 @@ double measure_matmul_peak(Precision precision) {
     } else if (precision == Precision::kInt8) {
       linear_forward_int8(y.data(), x.data(), wi, nullptr, M);  // its quantization included
     } else {
-      linear_forward(y.data(), x.data(), w.data(), nullptr, M, K, N);
+      linear_forward(y.data(), x.data(), wf, nullptr, M);
     }
     best = std::max(best, 2.0 * M * K * N / t.seconds() / 1e9);
   }

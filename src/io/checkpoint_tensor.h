@@ -18,7 +18,8 @@ struct CheckpointTensor {
   SafetensorsDType dtype;
   Shape shape;
   // shape.numel() elements, row-major, little-endian, any alignment; a view into the mapped
-  // file, valid while the object that opened it (SafetensorsFile, PytorchFile, Checkpoint) lives.
+  // file (a MappedFile's bytes, never a copy: drop_resident_pages applies), valid while the
+  // object that opened it (SafetensorsFile, PytorchFile, Checkpoint) lives.
   std::span<const std::byte> bytes;
   std::string file;  // the file that holds it, for messages
 };

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -51,6 +52,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() { release(); }
+
+void drop_resident_pages(std::span<const std::byte> view) noexcept {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto at = reinterpret_cast<std::uintptr_t>(view.data());
+  const std::uintptr_t begin = (at + page - 1) / page * page,
+                       end = (at + view.size()) / page * page;
+  // A private, read-only file mapping that was never written: its pages come back from the
+  // file. Advisory; a failure only leaves them resident.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 void MappedFile::release() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);

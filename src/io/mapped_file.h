@@ -32,4 +32,11 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
+// Drops the whole pages inside `view`, bytes of a MappedFile, from this process's memory: the
+// data stays in the file (and the system's page cache) and a later read maps it in again. For a
+// loader that has copied what it needs, so that the file's pages do not stay resident beside
+// the copy until the file is closed. Only for views of a MappedFile (on other memory the pages
+// would read as zeros).
+void drop_resident_pages(std::span<const std::byte> view) noexcept;
+
 }  // namespace bertfit

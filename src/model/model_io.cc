@@ -12,6 +12,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "io/json.h"
+#include "io/mapped_file.h"
 #include "model/init.h"
 
 namespace bertfit {
@@ -169,6 +170,9 @@ ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
       const CheckpointTensor* t = checkpoint.find(match.names[i]);
       CHECK(t != nullptr, "matched tensor ", match.names[i], " is not in ", weights_path);
       read_f32(*t, state.params.data() + entries[i].offset);
+      // Copied: the mapping's pages need not stay resident beside the parameters (loading
+      // would otherwise peak at twice the weights).
+      drop_resident_pages(t->bytes);
     } else {
       init_param_tensor(state.layout, state.config, i, head_init_seed, state.params.data());
     }
