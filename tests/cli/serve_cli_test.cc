@@ -283,6 +283,16 @@ TEST(ServeCli, BadFlagsAreRefused) {
   RunResult r = run_bertfit("serve --port 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  // A Hub repository id and --revision reach the Hub resolution: offline, with an empty cache,
+  // the message names both (hub_cli_test runs the resolution itself against its emulator).
+  TempDir hf;
+  ::setenv("HF_HOME", (hf / "home").c_str(), 1);
+  ::setenv("HF_HUB_OFFLINE", "1", 1);
+  r = run_bertfit("serve --port 0 --model someorg/somemodel --revision v2");
+  ::unsetenv("HF_HOME");
+  ::unsetenv("HF_HUB_OFFLINE");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'someorg/somemodel' at revision 'v2'"), std::string::npos) << r.err;
 }
 
 TEST(ServeCli, TruncationBothWaysAndTheLengthLimit) {
