@@ -71,7 +71,7 @@ void run(const ServeOptions& o) {
   // thread loads and prepares it with one thread, so it starts no OpenMP pool of its own:
   // libgomp spins between parallel regions only while it manages no more threads than there
   // are CPUs, and a second pool made the worker's team sleep and wake in every region (a 64-token
-  // int8 forward 6.0 -> 7.3 ms on 2 cores; docs/PERFORMANCE.md).
+  // int8 forward 6.0 -> 7.3 ms on 2 cores; docs/DESIGN.md, "One OpenMP pool").
   set_num_threads(1);
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);

@@ -7,7 +7,7 @@
 // the caller computes, yielding between polls; testing between layers is the alternative. The
 // thread exposed less wait at equal or lower overhead, buckets of 4-12 MB the least (the last
 // bucket started is exposed whole: keep it small; in a real model it is the embeddings). The
-// measurements are in docs/PERFORMANCE.md ("Data-parallel training"). With the TCP ring
+// measurements are in docs/DESIGN.md ("Measurements", data-parallel training). With the TCP ring
 // (tcp_ring.h, the default transport, on its own thread) the progress mode matters only for
 // --grad-transport mpi and for the small collectives.
 #pragma once

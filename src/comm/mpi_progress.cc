@@ -148,7 +148,7 @@ void MpiCommunicator::answer_queries_locked() {
 // When only barriers are outstanding (no data waits in socket buffers for the next poll: the
 // trainer's last barrier waits while rank 0 writes the checkpoint and the model, seconds), the
 // pause keeps doubling up to 10 ms: at the 1 ms cap those waits cost the other ranks a
-// noticeable share of a core in polling (docs/PERFORMANCE.md, "Data-parallel scaling").
+// noticeable share of a core in polling (docs/DESIGN.md, "Measurements", data-parallel training).
 namespace {
 class Pacer {
  public:

@@ -57,8 +57,8 @@ void linear_backward_weight_bf16(float* dw, const std::uint16_t* dy, const std::
 // lay it out again on every call: one copy for forward products (x·wᵀ) and, on request, one
 // for backward-input products (dy·w). prepare() makes both from the fp32 weight in one pass
 // each (round to nearest even and lay out), once per weight update; the products below then
-// read it for any M, faster than from a plain bf16 weight (docs/PERFORMANCE.md, "Prepared bf16
-// weights").
+// read it for any M, faster than from a plain bf16 weight (docs/DESIGN.md, "Measurements", training
+// step; "Prepared bf16 weights").
 class PreparedWeightBf16 {
  public:
   PreparedWeightBf16();
@@ -90,7 +90,7 @@ void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const Prepar
 // A Linear weight w (N,K) in fp32 laid out once the way oneDNN's fp32 kernels read weights
 // (blocked), for inference: from a plain weight, every product first copies the weight into
 // that layout itself, which at a few rows costs about as much as the product
-// (docs/PERFORMANCE.md, "Prepared fp32 weights"). Forward products only; the values are w's,
+// (docs/DESIGN.md, "Measurements", inference). Forward products only; the values are w's,
 // so the products' results are those of linear_forward up to the order of the sums.
 class PreparedWeightF32 {
  public:

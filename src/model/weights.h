@@ -2,7 +2,7 @@
 // (ParamLayout) and, when the products run in bf16, every product's weight prepared for gemm/
 // (in int8, the encoder layers' products' weights quantized and prepared; see precision.h)
 // from it: rounded and laid out once instead of in every product, which costs more than a whole
-// forward of one short sequence (docs/PERFORMANCE.md, "Prepared bf16 weights"). The prepared forms
+// forward of one short sequence (docs/DESIGN.md, "Measurements", training step). The prepared forms
 // are derived state: prepare() after every change of the parameters (TrainStep does it once per
 // optimizer step, evaluation once per call), and the forwards in between share them.
 #pragma once
