@@ -78,6 +78,53 @@ TEST(GradCheck, Activations) {
   }
 }
 
+// res = x + Drop(y + yb), out = LN(res), with yb a bias added to every row of y: the fused
+// backward's dres is x's gradient, dy is y's and ybias is yb's.
+TEST(GradCheck, DropoutAddLayerNormAndBias) {
+  const int N = 3, C = 16;
+  const float p = 0.25f;
+  const std::uint64_t key = dropout_key(5, 3, 0, 1, 2);
+  Rng rng(17);
+  const std::vector<float> yf = random_floats(rng, N * C, -2, 2),
+                           xf = random_floats(rng, N * C, -1, 1),
+                           wf = random_floats(rng, C, 0.5, 1.5), bf = random_floats(rng, C, -1, 1),
+                           gf = random_floats(rng, N * C, -1, 1);
+  std::vector<double> y = as_double(yf), x = as_double(xf), w = as_double(wf), b = as_double(bf),
+                      yb(C, 0.0);
+  const std::vector<double> dout = as_double(gf);
+  const double eps = 1e-5;
+  std::vector<double> out(N * C), res(N * C), mean(N), rstd(N), ywb(N * C);
+  auto loss = [&] {
+    for (int i = 0; i < N * C; ++i) ywb[i] = y[i] + yb[i % C];
+    ref::dropout_add_layernorm_forward(out.data(), res.data(), mean.data(), rstd.data(), ywb.data(),
+                                       x.data(), w.data(), b.data(), N, C, eps, p, key);
+    return weighted_sum(dout, out);
+  };
+  loss();
+  std::vector<double> dres(N * C), dw(C, 0.0), db(C, 0.0), dy(N * C), dyb(C, 0.0);
+  ref::layernorm_dropout_bias_backward(dres.data(), dw.data(), db.data(), dy.data(), dyb.data(),
+                                       dout.data(), res.data(), w.data(), mean.data(), rstd.data(),
+                                       N, C, p, key);
+  EXPECT_TRUE(gradients_match(dres, numeric_gradient(x, loss)));
+  EXPECT_TRUE(gradients_match(dy, numeric_gradient(y, loss)));
+  EXPECT_TRUE(gradients_match(dyb, numeric_gradient(yb, loss)));
+  EXPECT_TRUE(gradients_match(dw, numeric_gradient(w, loss)));
+  EXPECT_TRUE(gradients_match(db, numeric_gradient(b, loss)));
+
+  std::vector<float> of(N * C), rf(N * C), mf(N), sf(N), dresf(N * C), dwf(C, 0.0f), dbf(C, 0.0f),
+      dyf(N * C), dybf(C, 0.0f);
+  dropout_add_layernorm_forward(of.data(), rf.data(), mf.data(), sf.data(), yf.data(), xf.data(),
+                                wf.data(), bf.data(), N, C, static_cast<float>(eps), p, key);
+  layernorm_dropout_bias_backward(dresf.data(), dwf.data(), dbf.data(), dyf.data(), nullptr,
+                                  dybf.data(), gf.data(), rf.data(), wf.data(), mf.data(),
+                                  sf.data(), N, C, p, key);
+  EXPECT_TRUE(fast_matches_reference(dresf.data(), dres, C));
+  EXPECT_TRUE(fast_matches_reference(dyf.data(), dy, C + 2));
+  EXPECT_TRUE(fast_matches_reference(dybf.data(), dyb, C + N));
+  EXPECT_TRUE(fast_matches_reference(dwf.data(), dw, N));
+  EXPECT_TRUE(fast_matches_reference(dbf.data(), db, N));
+}
+
 TEST(GradCheck, Dropout) {
   const int n = 40;
   const float p = 0.3f;

@@ -9,7 +9,10 @@
 #include <limits>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/parallel.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/ref/ref.h"
 #include "kernels/test_util.h"
 
@@ -177,6 +180,147 @@ TEST(LayerNorm, BackwardIsIndependentOfThreadCount) {
     std::vector<float> all(dx.data(), dx.data() + N * C);
     all.insert(all.end(), dw.data(), dw.data() + C);
     all.insert(all.end(), db.data(), db.data() + C);
+    results.push_back(all);
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+// The fused sublayer ending against the kernels it replaces, run in turn: the same arithmetic
+// in the same order, so the same bits (the unfused chain is checked against the references
+// above and in the dropout and elementwise tests).
+TEST(DropoutAddLayerNorm, ForwardEqualsTheUnfusedKernels) {
+  for (float p : {0.0f, 0.1f}) {
+    for (const Case& k : cases()) {
+      SCOPED_TRACE(::testing::Message() << "p=" << p << " N=" << k.N << " C=" << k.C);
+      const std::int64_t n = k.N * k.C;
+      const std::uint64_t key = dropout_key(3, 5, 0, 1, 2);
+      Rng rng(k.N * 31 + k.C);
+      FloatView y(n), x(n), w(k.C), b(k.C);
+      y.fill_uniform(rng, -2, 2);
+      x.fill_uniform(rng, -1, 3);
+      w.fill_uniform(rng, 0.5, 1.5);
+      b.fill_uniform(rng, -0.5, 0.5);
+      FloatView res(n), out(n), mean(k.N), rstd(k.N);
+      dropout_forward(res.data(), y.data(), n, p, key);
+      add_forward(res.data(), res.data(), x.data(), n);
+      layernorm_forward(out.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), k.N,
+                        k.C, kEps);
+      FloatView fres(n), fout(n), fmean(k.N), frstd(k.N);
+      dropout_add_layernorm_forward(fout.data(), fres.data(), fmean.data(), frstd.data(), y.data(),
+                                    x.data(), w.data(), b.data(), k.N, k.C, kEps, p, key);
+      EXPECT_EQ(0, std::memcmp(fres.data(), res.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(fout.data(), out.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(fmean.data(), mean.data(), sizeof(float) * k.N));
+      EXPECT_EQ(0, std::memcmp(frstd.data(), rstd.data(), sizeof(float) * k.N));
+      // res in place of y, as the layer calls it.
+      dropout_add_layernorm_forward(fout.data(), y.data(), fmean.data(), frstd.data(), y.data(),
+                                    x.data(), w.data(), b.data(), k.N, k.C, kEps, p, key);
+      EXPECT_EQ(0, std::memcmp(y.data(), res.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(fout.data(), out.data(), sizeof(float) * n));
+    }
+  }
+}
+
+TEST(LayerNormDropoutBias, BackwardEqualsTheUnfusedKernels) {
+  for (float p : {0.0f, 0.1f}) {
+    for (const Case& k : cases()) {
+      SCOPED_TRACE(::testing::Message() << "p=" << p << " N=" << k.N << " C=" << k.C);
+      const std::int64_t n = k.N * k.C;
+      const std::uint64_t key = dropout_key(9, 2, 1, 0, 3);
+      Rng rng(k.N * 131 + k.C);
+      FloatView res(n), w(k.C), b(k.C), out(n), mean(k.N), rstd(k.N), dout(n);
+      res.fill_uniform(rng, 1.0, 3.0);
+      w.fill_uniform(rng, 0.5, 1.5);
+      b.fill_uniform(rng, -0.5, 0.5);
+      dout.fill_uniform(rng, -1, 1);
+      layernorm_forward(out.data(), mean.data(), rstd.data(), res.data(), w.data(), b.data(), k.N,
+                        k.C, kEps);
+      // The chain: LayerNorm's backward, dropout's, the bias gradient with the bf16 cast.
+      FloatView dres(n), dw(k.C), db(k.C), dy(n), yb(k.C);
+      dw.fill(0.5f);
+      db.fill(-0.5f);
+      yb.fill(0.25f);
+      std::vector<std::uint16_t> dy16(n);
+      layernorm_backward(dres.data(), dw.data(), db.data(), dout.data(), res.data(), w.data(),
+                         mean.data(), rstd.data(), k.N, k.C);
+      dropout_backward(dy.data(), dres.data(), n, p, key);
+      bias_backward_cast(yb.data(), dy16.data(), dy.data(), k.N, k.C);
+      // Fused, with every output asked for (dres NaN before: it must be written).
+      FloatView fdres(n), fdw(k.C), fdb(k.C), fdy(n), fyb(k.C);
+      fdres.fill(std::numeric_limits<float>::quiet_NaN());
+      fdw.fill(0.5f);
+      fdb.fill(-0.5f);
+      fyb.fill(0.25f);
+      std::vector<std::uint16_t> fdy16(n);
+      layernorm_dropout_bias_backward(fdres.data(), fdw.data(), fdb.data(), fdy.data(),
+                                      fdy16.data(), fyb.data(), dout.data(), res.data(), w.data(),
+                                      mean.data(), rstd.data(), k.N, k.C, p, key);
+      EXPECT_EQ(0, std::memcmp(fdres.data(), dres.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(fdw.data(), dw.data(), sizeof(float) * k.C));
+      EXPECT_EQ(0, std::memcmp(fdb.data(), db.data(), sizeof(float) * k.C));
+      EXPECT_EQ(0, std::memcmp(fdy.data(), dy.data(), sizeof(float) * n));
+      EXPECT_EQ(fdy16, dy16);
+      // The bias gradient: both are double sums of the same floats (in other orders, error
+      // ~N·2^-53 relative to Σ|dy|), rounded once to float, then one float add to 0.25.
+      std::vector<double> col_abs(k.C, 0.0);
+      for (std::int64_t i = 0; i < n; ++i) col_abs[i % k.C] += std::fabs(dy.data()[i]);
+      const std::vector<double> want = yb.to_double();
+      EXPECT_TRUE(all_close(fyb.data(), want.data(), k.C, [&](std::int64_t c) {
+        return 2 * kU * (std::fabs(want[c]) + 0.25 + col_abs[c]);
+      }));
+      // Only the bf16 form (the bf16 products' case), and the fp32 form alone.
+      FloatView gdres(n), gdw(k.C), gdb(k.C), gyb(k.C);
+      gyb.fill(0.25f);
+      std::vector<std::uint16_t> gdy16(n);
+      layernorm_dropout_bias_backward(gdres.data(), gdw.data(), gdb.data(), nullptr, gdy16.data(),
+                                      gyb.data(), dout.data(), res.data(), w.data(), mean.data(),
+                                      rstd.data(), k.N, k.C, p, key);
+      EXPECT_EQ(gdy16, dy16);
+      EXPECT_EQ(0, std::memcmp(gyb.data(), fyb.data(), sizeof(float) * k.C));
+      FloatView hdy(n);
+      layernorm_dropout_bias_backward(gdres.data(), gdw.data(), gdb.data(), hdy.data(), nullptr,
+                                      nullptr, dout.data(), res.data(), w.data(), mean.data(),
+                                      rstd.data(), k.N, k.C, p, key);
+      EXPECT_EQ(0, std::memcmp(hdy.data(), dy.data(), sizeof(float) * n));
+      if (p == 0.0f) {
+        // Without dropout fp32's dy may be dres itself.
+        FloatView adw(k.C), adb(k.C);
+        layernorm_dropout_bias_backward(gdres.data(), adw.data(), adb.data(), gdres.data(), nullptr,
+                                        nullptr, dout.data(), res.data(), w.data(), mean.data(),
+                                        rstd.data(), k.N, k.C, p, key);
+        EXPECT_EQ(0, std::memcmp(gdres.data(), dres.data(), sizeof(float) * n));
+      }
+    }
+  }
+}
+
+TEST(LayerNormDropoutBias, BackwardIsIndependentOfThreadCount) {
+  const std::int64_t N = 200;
+  const int C = 769;
+  const std::uint64_t key = dropout_key(1, 1, 0, 4, 1);
+  Rng rng(12);
+  FloatView x(N * C), w(C), b(C), y(N * C), mean(N), rstd(N), dout(N * C);
+  x.fill_uniform(rng, -1, 1);
+  w.fill_uniform(rng, 0.5, 1.5);
+  b.fill_uniform(rng, -1, 1);
+  dout.fill_uniform(rng, -1, 1);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, kEps);
+  const int saved = num_threads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    FloatView dx(N * C), dw(C), db(C), dy(N * C), yb(C);
+    dw.fill(0.25f);
+    db.fill(-0.25f);
+    yb.fill(0.125f);
+    layernorm_dropout_bias_backward(dx.data(), dw.data(), db.data(), dy.data(), nullptr, yb.data(),
+                                    dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C,
+                                    0.1f, key);
+    std::vector<float> all(dx.data(), dx.data() + N * C);
+    all.insert(all.end(), dy.data(), dy.data() + N * C);
+    for (const FloatView* v : {&dw, &db, &yb}) all.insert(all.end(), v->data(), v->data() + C);
     results.push_back(all);
   }
   set_num_threads(saved);

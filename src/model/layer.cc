@@ -51,6 +51,12 @@ void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, in
   unpack_rows(x.f32, rows, R, N, C);
 }
 
+// The dropout on the attention output projection: BERT's BertSelfOutput has it, DistilBERT
+// does not.
+float attention_output_dropout(const ModelConfig& c, const LayerRun& run) {
+  return c.arch == Arch::kBert ? run.p_hidden : 0.0f;
+}
+
 }  // namespace
 
 ActKind activation_kind(Activation a) {
@@ -107,22 +113,18 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
   } else if (a.packed) {
     pack_rows(att.f32, a.token_rows.data(), N, C);
   }
-  // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1).
+  // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1) (one pass after the product).
   o_.forward(Rows{s.res1.data()}, att, M);
-  if (c.arch == Arch::kBert) {
-    dropout_forward(s.res1.data(), s.res1.data(), M * C, run.p_hidden, key(kSiteAttentionOutput));
-  }
-  add_forward(s.res1.data(), s.res1.data(), xr, M * C);
-  layernorm_forward(h1.f32, s.mean1.data(), s.rstd1.data(), s.res1.data(), w_(Role::kLn1W, l),
-                    w_(Role::kLn1B, l), M, C, eps);
+  dropout_add_layernorm_forward(h1.f32, s.res1.data(), s.mean1.data(), s.rstd1.data(),
+                                s.res1.data(), xr, w_(Role::kLn1W, l), w_(Role::kLn1B, l), M, C,
+                                eps, attention_output_dropout(c, run), key(kSiteAttentionOutput));
   // f = act(h1·W1ᵀ + b1); r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2).
   ff1_.forward(ff1, h1, M);
   activate(activation_kind(c.activation), act, ff1, M * I);
   ff2_.forward(Rows{s.res2.data()}, act, M);
-  dropout_forward(s.res2.data(), s.res2.data(), M * C, run.p_hidden, key(kSiteFfnOutput));
-  add_forward(s.res2.data(), s.res2.data(), h1.f32, M * C);
-  layernorm_forward(out, s.mean2.data(), s.rstd2.data(), s.res2.data(), w_(Role::kLn2W, l),
-                    w_(Role::kLn2B, l), M, C, eps);
+  dropout_add_layernorm_forward(out, s.res2.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(),
+                                h1.f32, w_(Role::kLn2W, l), w_(Role::kLn2B, l), M, C, eps,
+                                run.p_hidden, key(kSiteFfnOutput));
 }
 
 void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
@@ -141,32 +143,30 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   const bool first_only = first_tokens_only(a);
   const std::int64_t M = first_only ? B : N;  // rows after attention (see forward)
 
-  // out = LN2(r2), r2 = h1 + Drop(f2): d_h1 starts as d_r2 (LN2's backward writes it there).
-  layernorm_backward(a.d_h1.data(), g.ln2_w, g.ln2_b, a.d_out.data(), s.res2.data(),
-                     w_(Role::kLn2W, l), s.mean2.data(), s.rstd2.data(), M, C);
+  // out = LN2(r2), r2 = h1 + Drop(f2), f2 = f·W2ᵀ + b2, in one pass: d_h1 starts as d_r2, and
+  // d_f2 (in the form ff2's backward reads) and b2's gradient come with it.
+  const Rows d_ff2 = ff2_.grad_form(a.d_ff2.data(), scratch);
+  layernorm_dropout_bias_backward(a.d_h1.data(), g.ln2_w, g.ln2_b, d_ff2.f32, d_ff2.bf16, g.ff2_b,
+                                  a.d_out.data(), s.res2.data(), w_(Role::kLn2W, l), s.mean2.data(),
+                                  s.rstd2.data(), M, C, run.p_hidden, key(kSiteFfnOutput));
   ready(lay.offset(Role::kLn2W, l));
-  dropout_backward(a.d_ff2.data(), a.d_h1.data(), M * C, run.p_hidden, key(kSiteFfnOutput));
-  // f2 = f·W2ᵀ + b2
-  ff2_.backward(a.d_act.data(), Output::kOverwrite, g.ff2_w, g.ff2_b, a.d_ff2.data(), act, scratch,
-                M);
+  ff2_.backward_products(a.d_act.data(), Output::kOverwrite, g.ff2_w, d_ff2, act, M);
   ready(lay.offset(Role::kFf2W, l));
   // f = act(h1·W1ᵀ + b1): d_h1 += the product's input gradient
   ff1_.backward_through_activation(activation_kind(c.activation), a.d_h1.data(),
                                    Output::kAccumulate, g.ff1_w, g.ff1_b, a.d_act.data(), ff1, act,
                                    a.d_ff1.data(), h1, scratch, M);
   ready(lay.offset(Role::kFf1W, l));
-  // h1 = LN1(r1), r1 = x + Drop(a·Woᵀ + bo): d_in starts as d_r1 (LN1's backward writes it
-  // there); the projection's backward reads it before anything adds to it.
-  layernorm_backward(a.d_in.data(), g.ln1_w, g.ln1_b, a.d_h1.data(), s.res1.data(),
-                     w_(Role::kLn1W, l), s.mean1.data(), s.rstd1.data(), M, C);
+  // h1 = LN1(r1), r1 = x + Drop(p), p = a·Woᵀ + bo, in one pass: d_in starts as d_r1, and d_p
+  // and bo's gradient come with it. Without dropout there, fp32's d_p is d_r1 itself (d_in):
+  // the projection's backward reads it before anything adds to it.
+  const float p_proj = attention_output_dropout(c, run);
+  const Rows d_proj = o_.grad_form(p_proj != 0.0f ? a.d_att_proj.data() : a.d_in.data(), scratch);
+  layernorm_dropout_bias_backward(a.d_in.data(), g.ln1_w, g.ln1_b, d_proj.f32, d_proj.bf16, g.o_b,
+                                  a.d_h1.data(), s.res1.data(), w_(Role::kLn1W, l), s.mean1.data(),
+                                  s.rstd1.data(), M, C, p_proj, key(kSiteAttentionOutput));
   ready(lay.offset(Role::kLn1W, l));
-  const float* d_proj = a.d_in.data();
-  if (c.arch == Arch::kBert) {
-    dropout_backward(a.d_att_proj.data(), a.d_in.data(), M * C, run.p_hidden,
-                     key(kSiteAttentionOutput));
-    d_proj = a.d_att_proj.data();
-  }
-  o_.backward(a.d_att.data(), Output::kOverwrite, g.o_w, g.o_b, d_proj, att, scratch, M);
+  o_.backward_products(a.d_att.data(), Output::kOverwrite, g.o_w, d_proj, att, M);
   ready(lay.offset(Role::kOW, l));
   // a = Attn(qkv), on the padded layout.
   AttentionShape shape = run.shape;

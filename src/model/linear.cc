@@ -59,13 +59,31 @@ void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const floa
   CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
     bias_backward(db, dy, M, static_cast<int>(N_));
-    linear_backward_weight(dw, dy, x.f32, M, K_, N_);
-    linear_backward_input(dx, dy, w_, M, K_, N_, dx_out);
-    return;
+    return backward_products(dx, dx_out, dw, Rows{const_cast<float*>(dy)}, x, M);
   }
   bias_backward_cast(db, scratch.dy_bf16, dy, M, static_cast<int>(N_));  // one pass over dy
-  linear_backward_weight_bf16(dw, scratch.dy_bf16, x.bf16, M, K_, N_);
-  linear_backward_input_bf16(dx, scratch.dy_bf16, prepared(), M, dx_out);
+  backward_products(dx, dx_out, dw, Rows{nullptr, scratch.dy_bf16}, x, M);
+}
+
+Rows Linear::grad_form(float* f32, LinearScratch scratch) const {
+  CHECK(int8_ == nullptr, "int8 products are for inference only");
+  if (prepared_ == nullptr) return Rows{f32};
+  CHECK(scratch.dy_bf16 != nullptr, "bf16 backward without its bf16 scratch");
+  return Rows{nullptr, scratch.dy_bf16};
+}
+
+void Linear::backward_products(float* dx, Output dx_out, float* dw, Rows dy, Rows x,
+                               std::int64_t M) const {
+  CHECK(int8_ == nullptr, "int8 products are for inference only");
+  if (prepared_ == nullptr) {
+    CHECK(dy.f32 != nullptr && x.f32 != nullptr, "fp32 backward without fp32 operands");
+    linear_backward_weight(dw, dy.f32, x.f32, M, K_, N_);
+    linear_backward_input(dx, dy.f32, w_, M, K_, N_, dx_out);
+    return;
+  }
+  CHECK(dy.bf16 != nullptr && x.bf16 != nullptr, "bf16 backward without bf16 operands");
+  linear_backward_weight_bf16(dw, dy.bf16, x.bf16, M, K_, N_);
+  linear_backward_input_bf16(dx, dy.bf16, prepared(), M, dx_out);
 }
 
 void Linear::backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw,

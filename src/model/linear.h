@@ -52,6 +52,15 @@ class Linear {
   void backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,
                 LinearScratch scratch, std::int64_t M) const;
 
+  // The form in which backward_products reads an output gradient: fp32 rows in `f32` (fp32
+  // products) or bf16 rows in the scratch (bf16). A kernel that makes dy writes this form (and
+  // the bias gradient) itself, as layernorm_dropout_bias_backward does.
+  Rows grad_form(float* f32, LinearScratch scratch) const;
+
+  // backward without the bias gradient, from dy in grad_form's form.
+  void backward_products(float* dx, Output dx_out, float* dw, Rows dy, Rows x,
+                         std::int64_t M) const;
+
   // The same for z = act(y) with y this product's output: from dz (M,N), the product's output y
   // and the activation's output z as forward kept them, through the activation's backward.
   // d_pre (M,N) is fp32 scratch (fp32 only: bf16 never stores that gradient in fp32).

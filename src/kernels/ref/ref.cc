@@ -48,6 +48,24 @@ void layernorm_backward(double* dx, double* dweight, double* dbias, const double
   }
 }
 
+void dropout_add_layernorm_forward(double* out, double* res, double* mean, double* rstd,
+                                   const double* y, const double* x, const double* weight,
+                                   const double* bias, std::int64_t N, int C, double eps, float p,
+                                   std::uint64_t key) {
+  dropout_forward(res, y, N * C, p, key);
+  add_forward(res, res, x, N * C);
+  layernorm_forward(out, mean, rstd, res, weight, bias, N, C, eps);
+}
+
+void layernorm_dropout_bias_backward(double* dres, double* dweight, double* dbias, double* dy,
+                                     double* ybias, const double* dout, const double* res,
+                                     const double* weight, const double* mean, const double* rstd,
+                                     std::int64_t N, int C, float p, std::uint64_t key) {
+  layernorm_backward(dres, dweight, dbias, dout, res, weight, mean, rstd, N, C);
+  dropout_backward(dy, dres, N * C, p, key);
+  bias_backward(ybias, dy, N, C);
+}
+
 namespace {
 
 constexpr double kPi = std::numbers::pi;

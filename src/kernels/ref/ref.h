@@ -20,6 +20,17 @@ void layernorm_backward(double* dx, double* dweight, double* dbias, const double
                         const double* x, const double* weight, const double* mean,
                         const double* rstd, std::int64_t N, int C);
 
+// ---- The sublayer ending: res = x + Drop(y), out = LN(res); backward: dres (written), LN's
+// parameter gradients (+=), dy = Drop's backward of dres (written), ybias += Σ over rows of dy.
+void dropout_add_layernorm_forward(double* out, double* res, double* mean, double* rstd,
+                                   const double* y, const double* x, const double* weight,
+                                   const double* bias, std::int64_t N, int C, double eps, float p,
+                                   std::uint64_t key);
+void layernorm_dropout_bias_backward(double* dres, double* dweight, double* dbias, double* dy,
+                                     double* ybias, const double* dout, const double* res,
+                                     const double* weight, const double* mean, const double* rstd,
+                                     std::int64_t N, int C, float p, std::uint64_t key);
+
 // ---- Activations over n elements (backward reads x for GELU kinds, y for ReLU and tanh).
 void activation_forward(ActKind kind, double* out, const double* x, std::int64_t n);
 void activation_backward(ActKind kind, double* dx, const double* dout, const double* x,
