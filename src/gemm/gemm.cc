@@ -450,6 +450,14 @@ void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const Prepar
   run(d, dy, p.bwd.data.get_data_handle(), dx, nullptr, true, false, &p.bwd.desc);
 }
 
+void linear_backward_input_bf16_out(std::uint16_t* dx, const std::uint16_t* dy,
+                                    const PreparedWeightBf16& w, std::int64_t M) {
+  const auto& p = prepared_impl(w);
+  CHECK(p.bwd.valid, "backward product with a weight prepared without its backward copy");
+  const MatmulDesc d{.M = M, .N = p.K, .K = p.N, .lda = p.N, .ldc = p.K};
+  run(d, dy, p.bwd.data.get_data_handle(), dx, nullptr, true, true, &p.bwd.desc);
+}
+
 std::size_t gemm_cache_size() {
   auto& ctx = context();
   std::lock_guard<std::mutex> lock(ctx.mutex);

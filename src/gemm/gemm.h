@@ -86,6 +86,10 @@ void linear_forward_bf16_out(std::uint16_t* y, const std::uint16_t* x, const Pre
 // Needs w prepared with_backward.
 void linear_backward_input_bf16(float* dx, const std::uint16_t* dy, const PreparedWeightBf16& w,
                                 std::int64_t M, Output out = Output::kAccumulate);
+// The same written as bf16, dx = bf16(dy·w) rounded once from the fp32 sum: for an input
+// gradient only a bf16 consumer reads (the activation's backward before ff1).
+void linear_backward_input_bf16_out(std::uint16_t* dx, const std::uint16_t* dy,
+                                    const PreparedWeightBf16& w, std::int64_t M);
 
 // A Linear weight w (N,K) in fp32 laid out once the way oneDNN's fp32 kernels read weights
 // (blocked), for inference: from a plain weight, every product first copies the weight into

@@ -243,6 +243,12 @@ TEST(Gemm, PreparedBf16WeightMatchesFp32OfRoundedInputs) {
       linear_backward_input(dx_new_ref.data(), dy.data(), w_rounded.data(), M, K, N,
                             Output::kOverwrite);
       expect_close(dx_new, dx_new_ref, N);
+      std::vector<std::uint16_t> dxb(M * K);
+      linear_backward_input_bf16_out(dxb.data(), dyb.data(), pw, M);
+      for (int i = 0; i < M * K; ++i) {  // one rounding of the fp32 sum (as the forward's)
+        const float got = bf16_to_f32(dxb[i]), want = dx_new[i];
+        EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -8) + 1e-6f * N) << i;
+      }
     }
   }
 }

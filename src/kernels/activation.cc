@@ -87,6 +87,53 @@ void widen_bf16(float* out, const std::uint16_t* x, std::int64_t n) {
   }
 }
 
+// out = bf16(in), as cast_f32_to_bf16 (inside a kernel's own parallel region).
+void cast_span(std::uint16_t* out, const float* in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
+// out = act(x) as forward_span, and d = act'(x) as the backward kernels' (dout = 1), sharing
+// erf / tanh.
+void forward_derivative_span(ActKind kind, float* out, float* d, const float* x, std::int64_t n) {
+  switch (kind) {
+    case ActKind::kGelu:
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float xi = x[i];
+        const float e = detail::verf(xi * kSqrt1_2);
+        out[i] = xi * 0.5f * (1.0f + e);
+        const float cdf = 0.5f * (1.0f + e);
+        const float pdf = detail::vexp(-0.5f * xi * xi) * kInvSqrt2Pi;
+        d[i] = cdf + xi * pdf;
+      }
+      break;
+    case ActKind::kGeluNew:
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float xi = x[i];
+        const float x2 = xi * xi;
+        const float inner = kGeluNewScale * (xi + kGeluNewCubic * (x2 * xi));
+        const float t = detail::vtanh(inner);
+        out[i] = 0.5f * xi * (1.0f + t);
+        const float dinner = kGeluNewScale * (1.0f + 3.0f * kGeluNewCubic * x2);
+        d[i] = 0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * dinner;
+      }
+      break;
+    case ActKind::kRelu:
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float y = x[i] < 0.0f ? 0.0f : x[i];
+        out[i] = y;
+        d[i] = y > 0.0f ? 1.0f : 0.0f;
+      }
+      break;
+    case ActKind::kTanh:
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float y = detail::vtanh(x[i]);
+        out[i] = y;
+        d[i] = 1.0f - y * y;
+      }
+      break;
+  }
+}
+
 void forward_span(ActKind kind, float* out, const float* x, std::int64_t n) {
   switch (kind) {
     case ActKind::kGelu:
@@ -180,50 +227,38 @@ void activation_backward(ActKind kind, float* dx, const float* dout, const float
   });
 }
 
-namespace {
-
-// g (m, zeroed) += dout · act'(in) for a widened bf16 input.
-void backward_span_widened(ActKind kind, float* g, const float* dout, const float* in,
-                           std::int64_t m) {
-  switch (kind) {
-    case ActKind::kGelu:
-      gelu_bwd(g, dout, in, m);
-      break;
-    case ActKind::kGeluNew:
-      gelu_new_bwd(g, dout, in, m);
-      break;
-    case ActKind::kRelu:
-    case ActKind::kTanh:
-      relu_bwd(g, dout, in, m);  // x > 0 exactly where relu(x) > 0
-      break;
-  }
+void activation_forward_bf16_keep_derivative(ActKind kind, std::uint16_t* out, std::uint16_t* x,
+                                             std::int64_t n) {
+  CHECK(n >= 0, "n = ", n);
+  CHECK(out != x, "the activation's output cannot overwrite its input's derivative");
+  over_widened_chunks(x, n, [=](std::int64_t i, const float* in, std::int64_t m) {
+    alignas(64) float y[kWideChunk];
+    alignas(64) float d[kWideChunk];
+    forward_derivative_span(kind, y, d, in, m);
+    cast_span(out + i, y, m);
+    cast_span(x + i, d, m);
+  });
 }
 
-}  // namespace
-
-void activation_bias_backward_bf16(ActKind kind, float* dbias, std::uint16_t* g_bf16,
-                                   const float* dout, const std::uint16_t* x, std::int64_t N,
-                                   int M) {
+void derivative_bias_backward_bf16(float* dbias, std::uint16_t* g_bf16, const std::uint16_t* dout,
+                                   const std::uint16_t* d, std::int64_t N, int M) {
   CHECK(N >= 0 && M > 0, "N = ", N, ", M = ", M);
-  CHECK(kind != ActKind::kTanh, "tanh's backward reads its output, not a bf16 input");
   // Each thread owns a block of columns over all rows (as bias_backward: the same sums in the
-  // same order), taken row by row in L1-sized chunks.
+  // same order).
   detail::parallel_columns(N, M, [&](int c0, int c1) {
     std::vector<double> acc(static_cast<std::size_t>(c1 - c0), 0.0);
-    alignas(64) float in[kWideChunk];
-    alignas(64) float g[kWideChunk];
+    double* a = acc.data();
+    const int w = c1 - c0;
     for (std::int64_t r = 0; r < N; ++r) {
-      for (int c = c0; c < c1; c += static_cast<int>(kWideChunk)) {
-        const std::int64_t m = std::min<std::int64_t>(kWideChunk, c1 - c);
-        const std::int64_t at = r * M + c;
-        widen_bf16(in, x + at, m);
-        std::fill_n(g, m, 0.0f);
-        backward_span_widened(kind, g, dout + at, in, m);
-        double* a = acc.data() + (c - c0);
-        std::uint16_t* o = g_bf16 + at;
+      const std::int64_t at = r * M + c0;
+      const std::uint16_t* dz = dout + at;
+      const std::uint16_t* dr = d + at;
+      std::uint16_t* o = g_bf16 + at;
 #pragma omp simd
-        for (std::int64_t k = 0; k < m; ++k) a[k] += g[k];
-        for (std::int64_t k = 0; k < m; ++k) o[k] = f32_to_bf16(g[k]);
+      for (int k = 0; k < w; ++k) {
+        const float g = bf16_to_f32(dz[k]) * bf16_to_f32(dr[k]);
+        a[k] += g;
+        o[k] = f32_to_bf16(g);
       }
     }
     for (int c = c0; c < c1; ++c) dbias[c] += static_cast<float>(acc[c - c0]);

@@ -24,13 +24,19 @@ void activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16
 void activation_backward(ActKind kind, float* dx, const float* dout, const float* x, const float* y,
                          std::int64_t n);
 
-// The backward of act(x) where x (N,M) is a bf16 product's output (bias included): g = dout ·
-// act'(x) for x widened exactly to fp32 (as activation_backward into zeros; GELU kinds and kRelu,
-// whose output is > 0 exactly where x is), dbias (M) += column sums of g as bias_backward, and
-// g_bf16 = bf16(g) as cast_f32_to_bf16 (the operand of the product's backward), in one pass; g
-// itself is never stored. Results are bit for bit those of the three separate kernels.
-void activation_bias_backward_bf16(ActKind kind, float* dbias, std::uint16_t* g_bf16,
-                                   const float* dout, const std::uint16_t* x, std::int64_t N,
-                                   int M);
+// Training's bf16 forward: out = bf16(act(x)) as activation_forward_bf16, and x overwritten by
+// d = bf16(act'(x)) (rounded once from the value activation_backward uses, for x widened exactly
+// to fp32; kRelu: 1 where x > 0, else 0, as its backward passes the gradient where the output
+// is > 0; kTanh: 1 - out² from the fp32 out). The derivative shares the forward's erf / tanh and
+// is what the backward reads instead of recomputing them. out must not alias x.
+void activation_forward_bf16_keep_derivative(ActKind kind, std::uint16_t* out, std::uint16_t* x,
+                                             std::int64_t n);
+
+// Its backward fused with the bias gradient of the product before it and the cast for that
+// product's backward, over (N,M): g = dout · d (both bf16, so the fp32 product is exact),
+// dbias (M) += column sums of g in double (as bias_backward), g_bf16 = bf16(g) (as
+// cast_f32_to_bf16), in one pass; g itself is never stored. g_bf16 may alias dout.
+void derivative_bias_backward_bf16(float* dbias, std::uint16_t* g_bf16, const std::uint16_t* dout,
+                                   const std::uint16_t* d, std::int64_t N, int M);
 
 }  // namespace bertfit

@@ -185,16 +185,32 @@ TEST(Activation, Bf16InputIsTheFp32KernelOnTheWidenedInput) {
       cast_f32_to_bf16(want.data(), y.data(), n);
       activation_forward_bf16(kind, got.data(), xb.data(), n);
       EXPECT_EQ(got, want) << name(kind) << " n=" << n;
-      // Backward fused with the bias gradient and the cast: the three fp32 kernels' results.
-      for (int c = 0; c < M; ++c) db_got[c] = db_want[c];
+      // Training's forward keeps act'(x) in x's place: the fp32 backward's value with dout = 1
+      // (into zeros), rounded once; the output as activation_forward_bf16's.
       for (std::int64_t i = 0; i < n; ++i) dx[i] = 0.0f;
-      activation_backward(kind, dx.data(), dout.data(), x.data(), y.data(), n);
+      FloatView ones(n);
+      ones.fill(1.0f);
+      activation_backward(kind, dx.data(), ones.data(), x.data(), y.data(), n);
+      std::vector<std::uint16_t> d_want(n), d_got = xb, z_got(n);
+      cast_f32_to_bf16(d_want.data(), dx.data(), n);
+      activation_forward_bf16_keep_derivative(kind, z_got.data(), d_got.data(), n);
+      EXPECT_EQ(z_got, want) << name(kind) << " n=" << n;
+      EXPECT_EQ(d_got, d_want) << name(kind) << " n=" << n;
+      // Its backward with the bias gradient and the cast: the exact fp32 products dout·d, then
+      // bias_backward and cast_f32_to_bf16 on them.
+      std::vector<std::uint16_t> doutb(n);
+      cast_f32_to_bf16(doutb.data(), dout.data(), n);
+      for (std::int64_t i = 0; i < n; ++i) dx[i] = bf16_to_f32(doutb[i]) * bf16_to_f32(d_got[i]);
+      for (int c = 0; c < M; ++c) db_got[c] = db_want[c];
       bias_backward(db_want.data(), dx.data(), N, M);
       cast_f32_to_bf16(want.data(), dx.data(), n);
-      activation_bias_backward_bf16(kind, db_got.data(), got.data(), dout.data(), xb.data(), N, M);
+      derivative_bias_backward_bf16(db_got.data(), got.data(), doutb.data(), d_got.data(), N, M);
       EXPECT_EQ(got, want) << name(kind) << " N=" << N << " M=" << M;
       EXPECT_EQ(0, std::memcmp(db_got.data(), db_want.data(), sizeof(float) * M))
           << name(kind) << " N=" << N << " M=" << M;
+      // In place over dout, as the layer may run it.
+      derivative_bias_backward_bf16(db_got.data(), doutb.data(), doutb.data(), d_got.data(), N, M);
+      EXPECT_EQ(doutb, want) << name(kind) << " N=" << N << " M=" << M;
     }
   }
 }

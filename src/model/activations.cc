@@ -82,8 +82,10 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(*b, rows * C);
     }
     if (c.arch == Arch::kBert) grow(d_att_proj, rows * C);
-    grow(d_act, rows * I);
-    if (need_f32) grow(d_ff1, rows * I);  // bf16 computes it in place over d_act
+    if (need_f32) {
+      grow(d_act, rows * I);
+      grow(d_ff1, rows * I);
+    }
     grow(d_qkv, rows * 3 * C);
     for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
   }
@@ -99,7 +101,10 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     }
     grow(cls_bf16, nb * C);
     grow(pre_bf16, nb * C);
-    if (training_) grow(dy_bf16, rows * std::max(3 * C, I));
+    if (training_) {
+      grow(dy_bf16, rows * std::max(3 * C, I));
+      grow(d_act_bf16, rows * I);
+    }
   }
 }
 
@@ -130,6 +135,9 @@ Rows Activations::ff1(int l) {
 }
 Rows Activations::act(int l) {
   return bf16_now_ ? Rows{nullptr, layer(l).act_bf16.data()} : Rows{layer(l).act.data()};
+}
+Rows Activations::d_act_rows() {
+  return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};
 }
 Rows Activations::head_in() { return {cls.data(), bf16_now_ ? cls_bf16.data() : nullptr}; }
 Rows Activations::classifier_in() {

@@ -37,7 +37,8 @@ struct LayerActivations {
   AlignedBuffer<std::uint16_t> att_bf16;  // (N,C)
   AlignedBuffer<std::uint16_t> h1_bf16;   // (N,C)
   AlignedBuffer<std::uint16_t> act_bf16;  // (N,I)
-  AlignedBuffer<std::uint16_t> ff1_bf16;  // (N,I) ff1, the product's output rounded once
+  AlignedBuffer<std::uint16_t> ff1_bf16;  // (N,I) ff1, the product's output rounded once; after
+                                          // a training forward, act'(ff1) in its place
   AlignedBuffer<std::uint16_t> qkv_bf16;  // (N,3C) qkv, the same
 };
 
@@ -70,7 +71,7 @@ struct Activations {
   // Backward scratch, reused by every layer.
   AlignedBuffer<float> d_out, d_in;               // (N,C) gradient w.r.t. a layer's output / input
   AlignedBuffer<float> d_ff2;                     // (N,C)
-  AlignedBuffer<float> d_act, d_ff1;              // (N,I); bf16 has no d_ff1 (in place over d_act)
+  AlignedBuffer<float> d_act, d_ff1;              // (N,I) fp32 only
   AlignedBuffer<float> d_h1, d_att_proj, d_att;   // (N,C); d_att_proj: BERT only
   AlignedBuffer<float> d_qkv;                     // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
@@ -83,6 +84,7 @@ struct Activations {
   AlignedBuffer<float> shared_hidden, shared_att;   // (N,C)
   AlignedBuffer<std::uint16_t> cls_bf16, pre_bf16;  // (B,C)
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
+  AlignedBuffer<std::uint16_t> d_act_bf16;          // (N,I) the activation output's gradient
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
   // the bf16 copies.
@@ -120,6 +122,7 @@ struct Activations {
   Rows act(int l);          // fp32, or bf16 alone
   Rows head_in();           // (B,C) cls + bf16 slot
   Rows classifier_in();     // (B,C) pre_drop + bf16 slot
+  Rows d_act_rows();        // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
   std::uint16_t* dy_scratch() { return bf16_now_ ? dy_bf16.data() : nullptr; }
 
  private:

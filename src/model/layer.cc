@@ -25,8 +25,12 @@ LayerTensors layer_tensors(const ParamLayout& lay, float* base, int l) {
 }
 
 // The kernels below read the one form their precision keeps (Activations' views hold one).
-void activate(ActKind kind, Rows out, Rows x, std::int64_t n) {
-  if (x.bf16 != nullptr) return activation_forward_bf16(kind, out.bf16, x.bf16, n);
+// bf16 training replaces x by act'(x) for the backward (Linear::backward_through_activation).
+void activate(ActKind kind, Rows out, Rows x, std::int64_t n, bool for_backward) {
+  if (x.bf16 != nullptr) {
+    if (for_backward) return activation_forward_bf16_keep_derivative(kind, out.bf16, x.bf16, n);
+    return activation_forward_bf16(kind, out.bf16, x.bf16, n);
+  }
   activation_forward(kind, out.f32, x.f32, n);
 }
 
@@ -120,7 +124,7 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
                                 eps, attention_output_dropout(c, run), key(kSiteAttentionOutput));
   // f = act(h1·W1ᵀ + b1); r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2).
   ff1_.forward(ff1, h1, M);
-  activate(activation_kind(c.activation), act, ff1, M * I);
+  activate(activation_kind(c.activation), act, ff1, M * I, a.for_backward);
   ff2_.forward(Rows{s.res2.data()}, act, M);
   dropout_add_layernorm_forward(out, s.res2.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(),
                                 h1.f32, w_(Role::kLn2W, l), w_(Role::kLn2B, l), M, C, eps,
@@ -150,11 +154,12 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
                                   a.d_out.data(), s.res2.data(), w_(Role::kLn2W, l), s.mean2.data(),
                                   s.rstd2.data(), M, C, run.p_hidden, key(kSiteFfnOutput));
   ready(lay.offset(Role::kLn2W, l));
-  ff2_.backward_products(a.d_act.data(), Output::kOverwrite, g.ff2_w, d_ff2, act, M);
+  const Rows d_act = a.d_act_rows();  // fp32, or bf16 alone (the product rounds it once)
+  ff2_.backward_products(d_act, Output::kOverwrite, g.ff2_w, d_ff2, act, M);
   ready(lay.offset(Role::kFf2W, l));
   // f = act(h1·W1ᵀ + b1): d_h1 += the product's input gradient
   ff1_.backward_through_activation(activation_kind(c.activation), a.d_h1.data(),
-                                   Output::kAccumulate, g.ff1_w, g.ff1_b, a.d_act.data(), ff1, act,
+                                   Output::kAccumulate, g.ff1_w, g.ff1_b, d_act, ff1, act,
                                    a.d_ff1.data(), h1, scratch, M);
   ready(lay.offset(Role::kFf1W, l));
   // h1 = LN1(r1), r1 = x + Drop(p), p = a·Woᵀ + bo, in one pass: d_in starts as d_r1, and d_p
@@ -166,7 +171,7 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
                                   a.d_h1.data(), s.res1.data(), w_(Role::kLn1W, l), s.mean1.data(),
                                   s.rstd1.data(), M, C, p_proj, key(kSiteAttentionOutput));
   ready(lay.offset(Role::kLn1W, l));
-  o_.backward_products(a.d_att.data(), Output::kOverwrite, g.o_w, d_proj, att, M);
+  o_.backward_products(Rows{a.d_att.data()}, Output::kOverwrite, g.o_w, d_proj, att, M);
   ready(lay.offset(Role::kOW, l));
   // a = Attn(qkv), on the padded layout.
   AttentionShape shape = run.shape;

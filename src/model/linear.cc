@@ -59,10 +59,10 @@ void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const floa
   CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
     bias_backward(db, dy, M, static_cast<int>(N_));
-    return backward_products(dx, dx_out, dw, Rows{const_cast<float*>(dy)}, x, M);
+    return backward_products(Rows{dx}, dx_out, dw, Rows{const_cast<float*>(dy)}, x, M);
   }
   bias_backward_cast(db, scratch.dy_bf16, dy, M, static_cast<int>(N_));  // one pass over dy
-  backward_products(dx, dx_out, dw, Rows{nullptr, scratch.dy_bf16}, x, M);
+  backward_products(Rows{dx}, dx_out, dw, Rows{nullptr, scratch.dy_bf16}, x, M);
 }
 
 Rows Linear::grad_form(float* f32, LinearScratch scratch) const {
@@ -72,36 +72,40 @@ Rows Linear::grad_form(float* f32, LinearScratch scratch) const {
   return Rows{nullptr, scratch.dy_bf16};
 }
 
-void Linear::backward_products(float* dx, Output dx_out, float* dw, Rows dy, Rows x,
+void Linear::backward_products(Rows dx, Output dx_out, float* dw, Rows dy, Rows x,
                                std::int64_t M) const {
   CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
-    CHECK(dy.f32 != nullptr && x.f32 != nullptr, "fp32 backward without fp32 operands");
+    CHECK(dy.f32 != nullptr && x.f32 != nullptr && dx.f32 != nullptr,
+          "fp32 backward without fp32 operands");
     linear_backward_weight(dw, dy.f32, x.f32, M, K_, N_);
-    linear_backward_input(dx, dy.f32, w_, M, K_, N_, dx_out);
+    linear_backward_input(dx.f32, dy.f32, w_, M, K_, N_, dx_out);
     return;
   }
   CHECK(dy.bf16 != nullptr && x.bf16 != nullptr, "bf16 backward without bf16 operands");
   linear_backward_weight_bf16(dw, dy.bf16, x.bf16, M, K_, N_);
-  linear_backward_input_bf16(dx, dy.bf16, prepared(), M, dx_out);
+  if (dx.f32 != nullptr) return linear_backward_input_bf16(dx.f32, dy.bf16, prepared(), M, dx_out);
+  CHECK(dx.bf16 != nullptr && dx_out == Output::kOverwrite,
+        "a bf16 input gradient is written, never accumulated");
+  linear_backward_input_bf16_out(dx.bf16, dy.bf16, prepared(), M);
 }
 
 void Linear::backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw,
-                                         float* db, const float* dz, Rows y, Rows z, float* d_pre,
-                                         Rows x, LinearScratch scratch, std::int64_t M) const {
+                                         float* db, Rows dz, Rows y, Rows z, float* d_pre, Rows x,
+                                         LinearScratch scratch, std::int64_t M) const {
   CHECK(int8_ == nullptr, "int8 products are for inference only");
   if (prepared_ == nullptr) {
+    CHECK(dz.f32 != nullptr, "fp32 backward without an fp32 gradient");
     std::memset(d_pre, 0, sizeof(float) * M * N_);  // activation_backward accumulates
-    activation_backward(act, d_pre, dz, y.f32, z.f32, M * N_);
+    activation_backward(act, d_pre, dz.f32, y.f32, z.f32, M * N_);
     backward(dx, dx_out, dw, db, d_pre, x, scratch, M);
     return;
   }
-  // dy goes straight to bf16 with the bias gradient, never stored in fp32. The kernel reads the
-  // product's output y: GELU's backward needs it, and ReLU's sign of z is y's (z > 0 exactly
-  // when y > 0, NaN included).
-  activation_bias_backward_bf16(act, db, scratch.dy_bf16, dz, y.bf16, M, static_cast<int>(N_));
-  linear_backward_weight_bf16(dw, scratch.dy_bf16, x.bf16, M, K_, N_);
-  linear_backward_input_bf16(dx, scratch.dy_bf16, prepared(), M, dx_out);
+  // The training forward left act'(y) in y's bf16 slot (activation_forward_bf16_keep_derivative):
+  // dy = dz·act'(y) goes straight to bf16 with the bias gradient, never stored in fp32.
+  CHECK(dz.bf16 != nullptr && y.bf16 != nullptr, "bf16 backward without bf16 dz and derivative");
+  derivative_bias_backward_bf16(db, scratch.dy_bf16, dz.bf16, y.bf16, M, static_cast<int>(N_));
+  backward_products(Rows{dx}, dx_out, dw, Rows{nullptr, scratch.dy_bf16}, x, M);
 }
 
 }  // namespace bertfit

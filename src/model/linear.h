@@ -57,15 +57,18 @@ class Linear {
   // the bias gradient) itself, as layernorm_dropout_bias_backward does.
   Rows grad_form(float* f32, LinearScratch scratch) const;
 
-  // backward without the bias gradient, from dy in grad_form's form.
-  void backward_products(float* dx, Output dx_out, float* dw, Rows dy, Rows x,
-                         std::int64_t M) const;
+  // backward without the bias gradient, from dy in grad_form's form. dx in fp32 (dx.f32), or,
+  // for bf16 products, in bf16 alone (dx.bf16, no dx.f32: written, rounded once from the fp32
+  // sum; Output::kOverwrite only).
+  void backward_products(Rows dx, Output dx_out, float* dw, Rows dy, Rows x, std::int64_t M) const;
 
   // The same for z = act(y) with y this product's output: from dz (M,N), the product's output y
   // and the activation's output z as forward kept them, through the activation's backward.
-  // d_pre (M,N) is fp32 scratch (fp32 only: bf16 never stores that gradient in fp32).
+  // fp32: dz.f32, y.f32 and z.f32. bf16: dz in bf16 alone (as the next product's
+  // backward_products writes it) and, in y's bf16 slot, act'(y) as the training forward left it
+  // there (activation_forward_bf16_keep_derivative). d_pre (M,N) is fp32 scratch (fp32 only).
   void backward_through_activation(ActKind act, float* dx, Output dx_out, float* dw, float* db,
-                                   const float* dz, Rows y, Rows z, float* d_pre, Rows x,
+                                   Rows dz, Rows y, Rows z, float* d_pre, Rows x,
                                    LinearScratch scratch, std::int64_t M) const;
 
  private:
