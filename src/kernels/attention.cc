@@ -223,6 +223,13 @@ void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout
   detail::small_gemm(Q, D, K, 1.0f, p, ldp, 1, hd.v(0), hd.row(), out + hd.channel, hd.C, false);
 }
 
+// Zeroes rows [from, T) of a head's D columns at c (row stride `row`): the rows of dQ past the
+// computed queries and of dK, dV past the real keys, whose gradient is 0 (the backward writes
+// every element of dqkv, so nobody zeroes it first).
+void zero_rows(float* c, std::ptrdiff_t row, int from, int T, int D) {
+  for (int i = from; i < T; ++i) std::fill_n(c + i * row, D, 0.0f);
+}
+
 // dqkv, dout: the first row of sequence b; probs: this head's (T,T) block.
 void head_backward(float* dqkv, const float* dout, const float* probs, const Head<float>& hd,
                    const Dropout& drop, float sqrt_d, Scratch& sc) {
@@ -233,17 +240,20 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
   transpose_keys(
       hd, Kp, [&](int j) { return hd.v(j); }, sc);
   const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
-  // dV (K, D) += dropout(P)ᵀ · dO
-  detail::small_gemm(K, D, Q, 1.0f, p, 1, ldp, dO, hd.C, dqkv + 2 * hd.C + hd.channel, row, true);
+  // dV (K, D) = dropout(P)ᵀ · dO
+  detail::small_gemm(K, D, Q, 1.0f, p, 1, ldp, dO, hd.C, dqkv + 2 * hd.C + hd.channel, row, false);
   // dP_drop (Q, Kp) = dO · vᵀ
   float* ds = sc.s.data();
   detail::small_gemm(Q, Kp, D, 1.0f, dO, hd.C, 1, sc.kt.data(), Kp, ds, Kp, false);
   softmax_backward_rows(ds, Kp, probs, hd, drop, sc.keep.data());
-  // dQ (Q, D) += dS · k / √D;  dK (K, D) += dSᵀ · (q / √D)
+  // dQ (Q, D) = dS · k / √D;  dK (K, D) = dSᵀ · (q / √D)
   detail::small_gemm(Q, D, K, 1.0f / sqrt_d, ds, Kp, 1, hd.k(0), hd.row(), dqkv + hd.channel, row,
-                     true);
+                     false);
   detail::small_gemm(K, D, Q, 1.0f, ds, 1, Kp, sc.qs.data(), D, dqkv + hd.C + hd.channel, row,
-                     true);
+                     false);
+  zero_rows(dqkv + hd.channel, row, Q, hd.T, D);
+  zero_rows(dqkv + hd.C + hd.channel, row, K, hd.T, D);
+  zero_rows(dqkv + 2 * hd.C + hd.channel, row, K, hd.T, D);
 }
 
 // ---- bf16 QKV: the six products on bf16 operands with fp32 accumulation (small_gemm_bf16).
@@ -309,27 +319,30 @@ void head_backward_bf16(float* dqkv, const float* dout, const float* probs,
   std::uint16_t* a = sc.a.data();
   std::uint32_t* b = sc.b.data();
   const detail::BF16Pairs at{sc.at.data(), 2, 2 * static_cast<std::ptrdiff_t>(Kp)};
-  // dV (K, D) += P̃ᵀ · dO
+  // dV (K, D) = P̃ᵀ · dO
   const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
   detail::pack_pairs(sc.at.data(), Kp, p, ldp, Q, K);
   detail::pack_pairs(b, Dp, dO, hd.C, Q, D);
-  detail::small_gemm_bf16(K, D, Qe / 2, 1.0f, at, b, Dp, dqkv + 2 * hd.C + hd.channel, row, true);
+  detail::small_gemm_bf16(K, D, Qe / 2, 1.0f, at, b, Dp, dqkv + 2 * hd.C + hd.channel, row, false);
   // dP_drop (Q, K) = dO · vᵀ
   float* ds = sc.s.data();
   detail::pack_rows(a, De, dO, hd.C, Q, D);
   detail::pack_pairs_within_rows(b, Kp, hd.v(0), row, D, K);
   detail::small_gemm_bf16(Q, K, De / 2, 1.0f, {a, De, 2}, b, Kp, ds, Kp, false);
   softmax_backward_rows(ds, Kp, probs, hd, drop, sc.keep.data());
-  // dQ (Q, D) += dS · k / √D
+  // dQ (Q, D) = dS · k / √D
   detail::pack_rows(a, Ke, ds, Kp, Q, K);
   detail::pack_pairs(b, Dp, hd.k(0), row, K, D);
   detail::small_gemm_bf16(Q, D, Ke / 2, 1.0f / sqrt_d, {a, Ke, 2}, b, Dp, dqkv + hd.channel, row,
-                          true);
-  // dK (K, D) += dSᵀ · q / √D
+                          false);
+  // dK (K, D) = dSᵀ · q / √D
   detail::pack_pairs(sc.at.data(), Kp, ds, Kp, Q, K);
   detail::pack_pairs(b, Dp, hd.q(0), row, Q, D);
   detail::small_gemm_bf16(K, D, Qe / 2, 1.0f / sqrt_d, at, b, Dp, dqkv + hd.C + hd.channel, row,
-                          true);
+                          false);
+  zero_rows(dqkv + hd.channel, row, Q, hd.T, D);
+  zero_rows(dqkv + hd.C + hd.channel, row, K, hd.T, D);
+  zero_rows(dqkv + 2 * hd.C + hd.channel, row, K, hd.T, D);
 }
 
 void check_shape(const AttentionShape& s) {

@@ -36,7 +36,8 @@ void attention_forward(float* out, float* probs, const float* qkv, const std::in
 void attention_forward(float* out, float* probs, const std::uint16_t* qkv, const std::int32_t* mask,
                        AttentionShape s, float p, std::uint64_t key);
 
-// dqkv (B,T,3C) += gradient w.r.t. qkv, from dout (B,T,C). Same p and key as the forward.
+// dqkv (B,T,3C) = gradient w.r.t. qkv (written, every element: rows past the computed
+// queries and the real keys get their zeros), from dout (B,T,C). Same p and key as the forward.
 // Uses dS = P ⊙ (dP - rowsum(dP ⊙ P)) on the saved probs, so masked keys (P = 0) get nothing.
 // A sequence with no real key has uniform rows (as HF); its rows still pass this gradient to
 // q and k, as BERT's additive mask does (DistilBERT's masked_fill would pass none). Such

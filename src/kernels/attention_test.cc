@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "base/parallel.h"
@@ -136,9 +137,9 @@ void check_shape(AttentionShape s, float p) {
   EXPECT_TRUE(all_close(out.data(), rout.data(), out.size(),
                         [&](std::int64_t i) { return 2 * e.out[i] + kU * std::fabs(rout[i]); }));
   // Backward from the kernel's own float probs (what the model saves) on both sides.
-  Rng rng(17);
-  dqkv.fill_uniform(rng, -1, 1);
-  std::vector<double> rd = dqkv.to_double();
+  // dqkv is written, not summed into: NaN before, so every element must be overwritten.
+  dqkv.fill(std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> rd(dqkv.size(), 0.0);
   const std::vector<double> d0 = rd;
   ref::attention_backward(rd.data(), x.dout.to_double().data(), qkvd.data(),
                           probs.to_double().data(), s, p, kKey);
@@ -336,9 +337,9 @@ void check_shape_bf16(AttentionShape s, float p) {
       }
     }
   }
-  Rng rng(19);
-  dqkv.fill_uniform(rng, -1, 1);
-  std::vector<double> rd = dqkv.to_double();
+  // dqkv is written, not summed into: NaN before, so every element must be overwritten.
+  dqkv.fill(std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> rd(dqkv.size(), 0.0);
   const std::vector<double> d0 = rd;
   ref::attention_backward(rd.data(), x.dout.to_double().data(), qkvd.data(),
                           probs.to_double().data(), s, p, kKey);

@@ -1,7 +1,6 @@
 // One encoder layer, forward and backward (see layer.h for the formulas).
 #include "model/layer.h"
 
-#include <cstring>
 
 #include "base/check.h"
 #include "kernels/kernels.h"
@@ -184,7 +183,6 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   } else if (a.packed) {
     unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
   }
-  std::memset(a.d_qkv.data(), 0, sizeof(float) * padded * 3 * C);  // the kernel accumulates
   attend_backward(a.d_qkv.data(), a.d_att.data(), qkv, s.probs.data(), run, shape,
                   key(kSiteAttentionProbs));
   if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
