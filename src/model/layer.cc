@@ -1,7 +1,6 @@
 // One encoder layer, forward and backward (see layer.h for the formulas).
 #include "model/layer.h"
 
-
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
