@@ -2,8 +2,9 @@
 // task, tasks handed to threads dynamically (their cost follows the sequence's length). The six
 // products per head (scores, P·V; dV, dP, dQ, dK) run through the register-blocked small_gemm over
 // strided views of fp32 QKV rows, or through small_gemm_bf16 on bf16 operands packed from bf16 QKV
-// rows; softmax, dropout and dS = P ⊙ (dP - r) are fp32 row loops between them. Dropout on the
-// probabilities uses the counter-based mask of dropout.h.
+// rows; softmax, dropout and dS = P ⊙ (dP - r) are fp32 row loops between them (the bf16
+// forward writes P̃'s bf16 operand directly). Dropout on the probabilities uses the
+// counter-based mask of dropout.h.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/dtype.h"
 #include "base/parallel.h"
 #include "kernels/cast.h"
 #include "kernels/dropout_internal.h"
@@ -56,6 +58,26 @@ struct Dropout {
   }
 };
 
+// The largest scores[j] with mask[j] != 0 (-inf if none), in 16 running maxima that vectorise
+// (a max-reduction does not without -ffinite-math-only); a NaN score may be skipped.
+float masked_max(const float* scores, const std::int32_t* mask, int T) {
+  constexpr int kLanes = 16;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  float lane[kLanes];
+  std::fill_n(lane, kLanes, kMinusInf);
+  int j = 0;
+  for (; j + kLanes <= T; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = mask[j + l] != 0 ? scores[j + l] : kMinusInf;
+      lane[l] = lane[l] < v ? v : lane[l];
+    }
+  }
+  for (; j < T; ++j) {
+    if (mask[j] != 0) lane[0] = std::max(lane[0], scores[j]);
+  }
+  return *std::max_element(lane, lane + kLanes);
+}
+
 // probs (T) = softmax of scores over the real keys; masked keys get exactly 0. With no real
 // key HF's rows are all finfo.min, i.e. uniform 1/T.
 void masked_softmax(float* probs, const float* scores, const std::int32_t* mask, int T,
@@ -64,10 +86,7 @@ void masked_softmax(float* probs, const float* scores, const std::int32_t* mask,
     std::fill(probs, probs + T, 1.0f / static_cast<float>(T));
     return;
   }
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < T; ++j) {
-    if (mask[j] != 0) mx = std::max(mx, scores[j]);
-  }
+  const float mx = masked_max(scores, mask, T);
   for (int j = 0; j < T; ++j) probs[j] = mask[j] != 0 ? detail::vexp(scores[j] - mx) : 0.0f;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
@@ -266,6 +285,24 @@ void head_backward(float* dqkv, const float* dout, const float* probs, const Hea
 
 int round_up2(int n) { return n + n % 2; }
 
+// dst[j] = bf16(P̃ij) for j < K (P̃ = P · keep / (1-p), or P without dropout), and a zero at
+// j = K when K is odd: the row of A that pack_rows would make from dropped_probs' output, in
+// one pass (the same values bit for bit). i_row: element (i, 0)'s index in the dropout mask.
+void dropped_row_bf16(std::uint16_t* dst, const float* p, const Dropout& drop, std::uint64_t i_row,
+                      int K) {
+  if (drop.active) {
+    for (int j = 0; j < K; ++j) {  // branch-free, as keep_row: the hash vectorises
+      const bool keep =
+          detail::random_bits(drop.key, i_row + static_cast<std::uint64_t>(j)) >= drop.threshold;
+      const float kept = p[j] * drop.scale;
+      dst[j] = f32_to_bf16(keep ? kept : 0.0f);
+    }
+  } else {
+    for (int j = 0; j < K; ++j) dst[j] = f32_to_bf16(p[j]);
+  }
+  if (K % 2 != 0) dst[K] = 0;
+}
+
 struct ScratchBf16 {
   std::vector<float> pd;           // (T, Kp) fp32 P̃ = dropout(P) (see dropped_probs)
   std::vector<std::uint8_t> keep;  // (T, Kp) dropout's keep mask (1 = kept)
@@ -296,14 +333,15 @@ void head_forward_bf16(float* out, float* probs, const Head<std::uint16_t>& hd, 
   }
   detail::pack_pairs_within_rows(sc.b.data(), Kp, hd.k(0), hd.row(), D, K);
   detail::small_gemm_bf16(Q, K, De / 2, 1.0f / sqrt_d, qa, sc.b.data(), Kp, sc.s.data(), Kp, false);
+  // Each row's probabilities, and while the row is in L1 its P̃ = dropout(P) as a bf16 A row.
   for (int i = 0; i < Q; ++i) {
     float* pi = probs + static_cast<std::int64_t>(i) * T;
     masked_softmax(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd.mask, K, hd.any_real);
     std::fill(pi + K, pi + T, 0.0f);
+    dropped_row_bf16(sc.a.data() + static_cast<std::size_t>(i) * Ke, pi, drop,
+                     drop.base + static_cast<std::uint64_t>(i) * T, K);
   }
   // out (Q, D) = P̃ · v
-  const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
-  detail::pack_rows(sc.a.data(), Ke, p, ldp, Q, K);
   detail::pack_pairs(sc.b.data(), Dp, hd.v(0), hd.row(), K, D);
   detail::small_gemm_bf16(Q, D, Ke / 2, 1.0f, {sc.a.data(), Ke, 2}, sc.b.data(), Dp,
                           out + hd.channel, hd.C, false);
