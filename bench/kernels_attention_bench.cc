@@ -50,7 +50,7 @@ struct Inputs {
 void set_flops(benchmark::State& bm, int real, int products) {
   const double flops = 2.0 * real * real * (kC / kH) * kH * kB * products;
   bm.counters["GFLOP"] = benchmark::Counter(flops * 1e-9 * static_cast<double>(bm.iterations()),
-                                              benchmark::Counter::kIsRate);
+                                            benchmark::Counter::kIsRate);
 }
 
 template <bool kBf16>
