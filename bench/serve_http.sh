@@ -10,11 +10,15 @@
 #      tokenization included: `bertfit predict --batch-size 64` on the pairs repeated 8 times,
 #      less its run on one pair (start-up and load), per pair;
 #   3. the server's peak RSS (VmHWM) after both, at the default --max-batch-tokens.
+# The model alone and the server alternate for ROUNDS rounds (default 3); the table gives the
+# medians, each round's own differences and ratios on stderr.
 #   bench/serve_http.sh [PRECISIONS...]   (default: int8 bf16 fp32; each gets its own server)
+#   ROUNDS=5 bench/serve_http.sh int8
 # Needs wrk; prints a Markdown table. Run it on an otherwise idle machine: wrk shares the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 precisions=("$@")
+rounds=${ROUNDS:-3}
 [ ${#precisions[@]} -gt 0 ] || precisions=(int8 bf16 fp32)
 command -v wrk >/dev/null || { echo "serve_http.sh: needs wrk (apt-get install wrk)" >&2; exit 1; }
 bertfit=$PWD/build/release/apps/bertfit/bertfit
@@ -66,20 +70,26 @@ seconds() { python3 -c 'import time; print(time.monotonic())'; }
 echo "| precision | model 1x64 ms | HTTP c=1 p50 ms | p99 ms | p50 - model ms | model pairs/s (batch 64) | HTTP c=64 req/s | HTTP / model | server peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for p in "${precisions[@]}"; do
-  model_ms=$("$bertfit" bench infer --model "$tmp/model" --batch-size 1 --seq-len 64 --threads 2 \
-    --precision "$p" --steps 200 --warmup 10 | python3 -c 'import json,sys; print(json.load(sys.stdin)["ms_per_step"])')
+  model_ms() {
+    "$bertfit" bench infer --model "$tmp/model" --batch-size 1 --seq-len 64 --threads 2 \
+      --precision "$p" --steps 200 --warmup 10 |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["ms_per_step"])'
+  }
   run_predict() {
     local t0 t1
     t0=$(seconds)
     "$bertfit" predict --model "$tmp/model" --input "$1" --text-a-column a --text-b-column b \
-      --batch-size 64 --threads 2 --precision "$p" >/dev/null
+      --batch-size 64 --threads 2 --precision "$p" >/dev/null 2>&1
     t1=$(seconds)
     python3 -c "print($t1 - $t0)"
   }
-  t_all=$(run_predict "$tmp/pairs8.jsonl")
-  t_one=$(run_predict "$tmp/pair1.jsonl")
-  n=$(wc -l <"$tmp/pairs8.jsonl")
-  model_pairs=$(python3 -c "print(($n - 1) / ($t_all - $t_one))")
+  model_pairs() {
+    local t_all t_one n
+    t_all=$(run_predict "$tmp/pairs8.jsonl")
+    t_one=$(run_predict "$tmp/pair1.jsonl")
+    n=$(wc -l <"$tmp/pairs8.jsonl")
+    python3 -c "print(($n - 1) / ($t_all - $t_one))"
+  }
 
   "$bertfit" serve --model "$tmp/model" --port 0 --precision "$p" --threads 2 \
     2>"$tmp/serve.log" &
@@ -93,16 +103,18 @@ for p in "${precisions[@]}"; do
   [ -n "$port" ] || { cat "$tmp/serve.log" >&2; exit 1; }
   url=http://127.0.0.1:$port/predict
   wrk -t1 -c1 -d2s -s "$tmp/one.lua" "$url" >/dev/null # warm the path
-  wrk -t1 -c1 -d10s --latency -s "$tmp/one.lua" "$url" >"$tmp/c1.txt"
-  wrk -t2 -c64 -d15s -s "$tmp/pairs.lua" "$url" >"$tmp/c64.txt"
-  rss_mb=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status")
-  kill -TERM "$server"
-  wait "$server"
-  server=""
-  python3 - "$p" "$model_ms" "$model_pairs" "$tmp/c1.txt" "$tmp/c64.txt" "$rss_mb" <<'PY'
+  # The model alone and the server take turns, round by round, so that the machine's drift
+  # (tens of percent within minutes) moves both sides of each ratio alike.
+  : >"$tmp/rounds.txt"
+  for r in $(seq "$rounds"); do
+    m_ms=$(model_ms)
+    wrk -t1 -c1 -d5s --latency -s "$tmp/one.lua" "$url" >"$tmp/c1.txt"
+    m_pairs=$(model_pairs)
+    wrk -t2 -c64 -d10s -s "$tmp/pairs.lua" "$url" >"$tmp/c64.txt"
+    python3 - "$m_ms" "$m_pairs" "$tmp/c1.txt" "$tmp/c64.txt" >>"$tmp/rounds.txt" <<'PY'
 import re, sys
-p, model_ms, model_pairs = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-c1, c64, rss = open(sys.argv[4]).read(), open(sys.argv[5]).read(), sys.argv[6]
+model_ms, model_pairs = float(sys.argv[1]), float(sys.argv[2])
+c1, c64 = open(sys.argv[3]).read(), open(sys.argv[4]).read()
 def ms(text, pct):
     m = re.search(rf"^\s*{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
     v, unit = float(m.group(1)), m.group(2)
@@ -111,8 +123,24 @@ for text in (c1, c64):
     if re.search(r"Non-2xx|Socket errors", text):
         sys.exit("serve_http.sh: errors in wrk's run:\n" + text)
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", c64).group(1))
-p50, p99 = ms(c1, 50), ms(c1, 99)
-print(f"| {p} | {model_ms:.2f} | {p50:.2f} | {p99:.2f} | {p50 - model_ms:+.2f} | "
-      f"{model_pairs:.1f} | {rps:.1f} | {rps / model_pairs:.2f} | {rss} |")
+print(model_ms, ms(c1, 50), ms(c1, 99), model_pairs, rps)
+PY
+  done
+  rss_mb=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status")
+  kill -TERM "$server"
+  wait "$server"
+  server=""
+  # Medians over the rounds; the differences and ratios are the medians of each round's own.
+  python3 - "$p" "$rss_mb" "$tmp/rounds.txt" <<'PY'
+import statistics, sys
+p, rss = sys.argv[1], sys.argv[2]
+rows = [list(map(float, line.split())) for line in open(sys.argv[3])]
+med = lambda f: statistics.median(f(r) for r in rows)
+print(f"| {p} | {med(lambda r: r[0]):.2f} | {med(lambda r: r[1]):.2f} | {med(lambda r: r[2]):.2f} "
+      f"| {med(lambda r: r[1] - r[0]):+.2f} | {med(lambda r: r[3]):.1f} | {med(lambda r: r[4]):.1f} "
+      f"| {med(lambda r: r[4] / r[3]):.2f} | {rss} |")
+for r in rows:
+    print(f"  round: model {r[0]:.2f} ms, p50 {r[1]:.2f} ms ({r[1] - r[0]:+.2f}), "
+          f"model {r[3]:.1f} pairs/s, HTTP {r[4]:.1f} req/s ({r[4] / r[3]:.2f})", file=sys.stderr)
 PY
 done
