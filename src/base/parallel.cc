@@ -11,5 +11,6 @@ void set_num_threads(int n) {
 }
 int omp_thread_index() { return omp_get_thread_num(); }
 int omp_thread_count() { return omp_get_num_threads(); }
+bool in_parallel_region() { return omp_in_parallel() != 0; }
 
 }  // namespace bertfit

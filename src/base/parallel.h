@@ -13,13 +13,17 @@ void set_num_threads(int n);
 // Wrappers so headers need not include omp.h.
 int omp_thread_index();
 int omp_thread_count();
+// True inside a parallel region of more than one thread.
+bool in_parallel_region();
 
 // Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread.
-// Falls back to a single call when n is small (below min_per_thread per thread).
+// Falls back to a single call when n is small (below min_per_thread per thread), and inside a
+// parallel region: a kernel called on one thread's share of a larger pass (an epilogue run by
+// the threads of the pass before it) runs on that thread alone.
 template <class Body>
 void parallel_for(std::int64_t n, std::int64_t min_per_thread, Body&& body) {
   int threads = num_threads();
-  if (threads <= 1 || n < 2 * min_per_thread) {
+  if (threads <= 1 || n < 2 * min_per_thread || in_parallel_region()) {
     if (n > 0) body(std::int64_t{0}, n);
     return;
   }
@@ -42,7 +46,7 @@ void parallel_for(std::int64_t n, std::int64_t min_per_thread, Body&& body) {
 template <class MakeState, class Body>
 void parallel_tasks(std::int64_t n, MakeState&& make_state, Body&& body) {
   int threads = num_threads();
-  if (threads <= 1 || n < 2) {
+  if (threads <= 1 || n < 2 || in_parallel_region()) {
     if (n <= 0) return;
     auto state = make_state();
     for (std::int64_t i = 0; i < n; ++i) body(i, state);

@@ -583,49 +583,75 @@ void quantize_rows_u8(std::uint8_t* q, float* scale, std::int32_t* zero, const f
   });
 }
 
-void linear_forward_int8(float* y, const float* x, const PreparedWeightInt8& w, const float* bias,
-                         std::int64_t M) {
-  // Row blocks bound the quantized input and oneDNN's scratch to a block's worth, whatever M
-  // a server's batch reaches; a block of 1024 rows is far past the sizes where the products'
-  // speed still grows with M.
-  constexpr std::int64_t kRowBlock = 1024;
-  if (M > kRowBlock) {
-    const std::int64_t K = w.K(), N = w.N();
-    for (std::int64_t m = 0; m < M; m += kRowBlock) {
-      linear_forward_int8(y + m * N, x + m * K, w, bias, std::min(kRowBlock, M - m));
-    }
-    return;
-  }
-  if (M == 0) return;
+void quantize_rows_u8(QuantizedRows out, const float* x, std::int64_t K, std::int64_t m0,
+                      std::int64_t m1) {
+  quantize_rows_u8(out.q + m0 * K, out.scale + m0, out.zero + m0, x + m0 * K, m1 - m0, K);
+}
+
+namespace {
+
+// Row blocks bound the quantized input and oneDNN's scratch to a block's worth, whatever M a
+// server's batch reaches; a block of 1024 rows is far past the sizes where the products' speed
+// still grows with M.
+constexpr std::int64_t kInt8RowBlock = 1024;
+
+// y (M,N) = the u8 · s8 product of x (M <= kInt8RowBlock rows), dequantized with the bias added
+// in one pass, `then` on each thread's rows after it; the block's rows are rows [offset,
+// offset + M) of the whole product's, as `then` numbers them.
+void int8_block(float* y, QuantizedRows x, const PreparedWeightInt8& w, const float* bias,
+                std::int64_t M, const RowsDone& then, std::int64_t offset) {
   const auto& p = prepared_impl(w);
   const std::int64_t K = p.K, N = p.N;
   const float* w_scale = p.scale.data();
   const float* w_colsum = p.colsum.data();
-  thread_local AlignedBuffer<std::uint8_t> xq;
-  thread_local AlignedBuffer<float> sx;
-  thread_local AlignedBuffer<std::int32_t> zx;
-  if (static_cast<std::int64_t>(xq.size()) < M * K) xq.resize(M * K);
-  if (static_cast<std::int64_t>(sx.size()) < M) {
-    sx.resize(M);
-    zx.resize(M);
-  }
-  // Pointers, not the thread_local buffers, go into the loops: other threads run them.
-  const float* row_scale = sx.data();
-  const std::int32_t* row_zero = zx.data();
-  quantize_rows_u8(xq.data(), sx.data(), zx.data(), x, M, K);
   const MatmulDesc d{.M = M, .N = N, .K = K, .lda = K, .ldc = N};
-  run(d, xq.data(), p.data.get_data_handle(), y, nullptr, false, false, &p.desc, false, true);
+  run(d, x.q, p.data.get_data_handle(), y, nullptr, false, false, &p.desc, false, true);
   // y holds the exact sums (as fp32); dequantize and add the bias in one pass.
   parallel_for(M * N, 16384, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t m = (begin + N - 1) / N; m < (end + N - 1) / N; ++m) {  // as quantize_rows_u8
+    // Whole rows: row m belongs to the chunk holding element m·N (as quantize_rows_u8).
+    const std::int64_t first = (begin + N - 1) / N, last = (end + N - 1) / N;
+    for (std::int64_t m = first; m < last; ++m) {
       float* row = y + m * N;
-      const float s = row_scale[m], z = static_cast<float>(row_zero[m]);
+      const float s = x.scale[m], z = static_cast<float>(x.zero[m]);
       for (std::int64_t n = 0; n < N; ++n) {
         const float v = s * w_scale[n] * (row[n] - z * w_colsum[n]);
         row[n] = bias != nullptr ? v + bias[n] : v;
       }
     }
+    if (then && first < last) then(offset + first, offset + last);
   });
+}
+
+}  // namespace
+
+void linear_forward_int8(float* y, const float* x, const PreparedWeightInt8& w, const float* bias,
+                         std::int64_t M, const RowsDone& then) {
+  const std::int64_t K = w.K(), N = w.N();
+  thread_local AlignedBuffer<std::uint8_t> xq;
+  thread_local AlignedBuffer<float> sx;
+  thread_local AlignedBuffer<std::int32_t> zx;
+  const std::int64_t rows = std::min(M, kInt8RowBlock);
+  if (static_cast<std::int64_t>(xq.size()) < rows * K) xq.resize(rows * K);
+  if (static_cast<std::int64_t>(sx.size()) < rows) {
+    sx.resize(rows);
+    zx.resize(rows);
+  }
+  // Pointers, not the thread_local buffers, go into the loops: other threads run them.
+  const QuantizedRows q{xq.data(), sx.data(), zx.data()};
+  for (std::int64_t m = 0; m < M; m += kInt8RowBlock) {
+    const std::int64_t block = std::min(kInt8RowBlock, M - m);
+    quantize_rows_u8(q.q, q.scale, q.zero, x + m * K, block, K);
+    int8_block(y + m * N, q, w, bias, block, then, m);
+  }
+}
+
+void linear_forward_int8(float* y, QuantizedRows x, const PreparedWeightInt8& w, const float* bias,
+                         std::int64_t M, const RowsDone& then) {
+  const std::int64_t K = w.K(), N = w.N();
+  for (std::int64_t m = 0; m < M; m += kInt8RowBlock) {
+    const QuantizedRows block{x.q + m * K, x.scale + m, x.zero + m};
+    int8_block(y + m * N, block, w, bias, std::min(kInt8RowBlock, M - m), then, m);
+  }
 }
 
 bool has_int8_vnni() {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace bertfit {
@@ -149,13 +150,52 @@ class PreparedWeightInt8 {
   friend const Impl& prepared_impl(const PreparedWeightInt8& w);
 };
 
+// Rows quantized as linear_forward_int8 quantizes its input: q (M,K) u8, and per row the scale
+// and the zero point (x ≈ scale[m] · (q - zero[m])).
+struct QuantizedRows {
+  std::uint8_t* q = nullptr;
+  float* scale = nullptr;
+  std::int32_t* zero = nullptr;
+};
+
+// What runs on rows [m0, m1) of a product's output once they are final: called by the threads
+// of the product's last pass, each on its own rows (an epilogue fused into that pass). A
+// reference to a callable `void(std::int64_t m0, std::int64_t m1)` that outlives the call it is
+// passed to (a lambda written in the call's arguments does); empty by default. It neither owns
+// nor allocates: products run per request in a server.
+class RowsDone {
+ public:
+  RowsDone() = default;
+  template <class F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, RowsDone>)
+      RowsDone(const F& f)  // NOLINT(google-explicit-constructor): a lambda converts implicitly
+      : object_(&f), call_([](const void* o, std::int64_t m0, std::int64_t m1) {
+          (*static_cast<const F*>(o))(m0, m1);
+        }) {}
+  explicit operator bool() const { return call_ != nullptr; }
+  void operator()(std::int64_t m0, std::int64_t m1) const { call_(object_, m0, m1); }
+
+ private:
+  const void* object_ = nullptr;
+  void (*call_)(const void*, std::int64_t, std::int64_t) = nullptr;
+};
+
 // y (M,N) = x (M,K) · wᵀ + bias (bias may be null), as described above. Needs has_int8_vnni().
+// `then`, when set, runs on each thread's rows of y in the dequantization's parallel region,
+// right after they are dequantized (the kernels it calls run on that thread alone).
 void linear_forward_int8(float* y, const float* x, const PreparedWeightInt8& w, const float* bias,
-                         std::int64_t M);
+                         std::int64_t M, const RowsDone& then = {});
+// The same from x already quantized (quantize_rows_u8), as an epilogue of the kernel that made
+// x can do while x's rows are in cache.
+void linear_forward_int8(float* y, QuantizedRows x, const PreparedWeightInt8& w, const float* bias,
+                         std::int64_t M, const RowsDone& then = {});
 
 // x (M,K) quantized per row as linear_forward_int8 does: q (M,K), scale (M), zero point (M).
 void quantize_rows_u8(std::uint8_t* q, float* scale, std::int32_t* zero, const float* x,
                       std::int64_t M, std::int64_t K);
+// The same for rows [m0, m1) of x into the same rows of out.
+void quantize_rows_u8(QuantizedRows out, const float* x, std::int64_t K, std::int64_t m0,
+                      std::int64_t m1);
 
 // True when the CPU has VNNI (AVX512_VNNI or AVX_VNNI), which int8 products need: without it
 // oneDNN's u8 · s8 kernels sum pairs in saturating 16-bit arithmetic (wrong for some inputs)

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -373,6 +374,48 @@ TEST(Int8, LinearForwardIsTheProductOfTheQuantizedOperands) {
     for (float v : y) scale = std::max(scale, double{std::fabs(v)});
     EXPECT_LT(err_q / scale, 1e-5) << M << "x" << K << "x" << N;
     EXPECT_LT(std::sqrt(err_f / norm), 2e-2) << M << "x" << K << "x" << N;
+  }
+}
+
+// From an input quantized beforehand (as an epilogue of the kernel that made it does, a block
+// of rows at a time), the product gives the same bits as from the fp32 input; `then` sees every
+// row once, after its dequantization, on the threads of that pass.
+TEST(Int8, PreQuantizedInputAndRowEpilogue) {
+  if (!has_int8_vnni()) GTEST_SKIP() << "no VNNI on this CPU";
+  std::mt19937 rng(7);
+  for (auto [M, K, N] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 768, 768},
+                         {64, 768, 3072},
+                         {2500, 40, 24}}) {  // over the 1024-row blocks, with a partial one
+    std::vector<float> x = random_vec(M * K, rng), w = random_vec(N * K, rng),
+                       b = random_vec(N, rng), y(M * N), y_q(M * N), y_epi(M * N);
+    PreparedWeightInt8 p;
+    p.prepare(w.data(), N, K);
+    linear_forward_int8(y.data(), x.data(), p, b.data(), M);
+    std::vector<std::uint8_t> q(M * K);
+    std::vector<float> sx(M);
+    std::vector<std::int32_t> zx(M);
+    const QuantizedRows xq{q.data(), sx.data(), zx.data()};
+    const std::int64_t half = M / 2;  // quantized in two calls, as two threads' rows
+    quantize_rows_u8(xq, x.data(), K, 0, half);
+    quantize_rows_u8(xq, x.data(), K, half, M);
+    std::vector<int> seen(M, 0);
+    std::vector<float> copied(M * N, -1.0f);
+    linear_forward_int8(y_q.data(), xq, p, b.data(), M, [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        ++seen[m];  // rows are disjoint between threads
+        std::copy_n(y_q.data() + m * N, N, copied.data() + m * N);
+      }
+    });
+    EXPECT_EQ(y_q, y) << M << "x" << K << "x" << N;
+    EXPECT_EQ(copied, y) << "the epilogue ran before its rows were final";
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), M);
+    std::fill(seen.begin(), seen.end(), 0);
+    linear_forward_int8(y_epi.data(), x.data(), p, b.data(), M,
+                        [&](std::int64_t m0, std::int64_t m1) {
+                          for (std::int64_t m = m0; m < m1; ++m) ++seen[m];
+                        });
+    EXPECT_EQ(y_epi, y);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), M);
   }
 }
 

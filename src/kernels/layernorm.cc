@@ -66,8 +66,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
 
 void dropout_add_layernorm_forward(float* out, float* res, float* mean, float* rstd, const float* y,
                                    const float* x, const float* weight, const float* bias,
-                                   std::int64_t N, int C, float eps, float p, std::uint64_t key) {
-  CHECK(N >= 0 && C > 0, "N = ", N, ", C = ", C);
+                                   std::int64_t N, int C, float eps, float p, std::uint64_t key,
+                                   std::int64_t first_row) {
+  CHECK(N >= 0 && C > 0 && first_row >= 0, "N = ", N, ", C = ", C, ", first row ", first_row);
   const std::uint32_t threshold = detail::keep_threshold(p);
   const float scale = detail::keep_scale(p);
   parallel_for(N, detail::rows_grain(C), [&](std::int64_t r0, std::int64_t r1) {
@@ -76,7 +77,9 @@ void dropout_add_layernorm_forward(float* out, float* res, float* mean, float* r
       const float* yr = y + r * C;
       const float* xr = x + r * C;
       if (rr != yr) std::copy(yr, yr + C, rr);
-      if (p != 0.0f) drop_span(rr, C, static_cast<std::uint64_t>(r * C), threshold, scale, key);
+      if (p != 0.0f) {
+        drop_span(rr, C, static_cast<std::uint64_t>((first_row + r) * C), threshold, scale, key);
+      }
 #pragma omp simd
       for (int c = 0; c < C; ++c) rr[c] = rr[c] + xr[c];
       normalize_row(out + r * C, mean[r], rstd[r], rr, weight, bias, C, eps);

@@ -17,12 +17,14 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
                         int C);
 
 // The sublayer ending of a BERT layer in one pass over the rows: res = x + Drop(y) (Drop as
-// dropout_forward with stream `key`, element r·C + c; p = 0: none), out = LN(res) as
-// layernorm_forward. The same bits as dropout_forward, add_forward, layernorm_forward in turn.
-// res may alias y; out aliases neither.
+// dropout_forward with stream `key`, element (first_row + r)·C + c; p = 0: none), out = LN(res)
+// as layernorm_forward. The same bits as dropout_forward, add_forward, layernorm_forward in
+// turn. res may alias y; out aliases neither. first_row: the pointers are at row first_row of
+// the tensor the dropout stream numbers (a call on part of the rows, as a product's epilogue).
 void dropout_add_layernorm_forward(float* out, float* res, float* mean, float* rstd, const float* y,
                                    const float* x, const float* weight, const float* bias,
-                                   std::int64_t N, int C, float eps, float p, std::uint64_t key);
+                                   std::int64_t N, int C, float eps, float p, std::uint64_t key,
+                                   std::int64_t first_row = 0);
 
 // Its backward, and the start of the backward of the product y = ·Wᵀ + b before it, in one
 // pass: dres (N,C) = LN's input gradient (written; the residual input x's gradient), dweight,

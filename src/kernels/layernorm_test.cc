@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -210,6 +211,8 @@ TEST(DropoutAddLayerNorm, ForwardEqualsTheUnfusedKernels) {
       x.fill_uniform(rng, -1, 3);
       w.fill_uniform(rng, 0.5, 1.5);
       b.fill_uniform(rng, -0.5, 0.5);
+      FloatView y0(n);  // y as it was (the in-place call below overwrites y)
+      std::copy(y.data(), y.data() + n, y0.data());
       FloatView res(n), out(n), mean(k.N), rstd(k.N);
       dropout_forward(res.data(), y.data(), n, p, key);
       add_forward(res.data(), res.data(), x.data(), n);
@@ -227,6 +230,19 @@ TEST(DropoutAddLayerNorm, ForwardEqualsTheUnfusedKernels) {
                                     x.data(), w.data(), b.data(), k.N, k.C, kEps, p, key);
       EXPECT_EQ(0, std::memcmp(y.data(), res.data(), sizeof(float) * n));
       EXPECT_EQ(0, std::memcmp(fout.data(), out.data(), sizeof(float) * n));
+      // In two calls on parts of the rows (as a product's epilogue makes them), first_row
+      // keeping the dropout stream's numbering.
+      const std::int64_t half = k.N / 2, rest = k.N - half;
+      FloatView pres(n), pout(n), pmean(k.N), prstd(k.N);
+      dropout_add_layernorm_forward(pout.data(), pres.data(), pmean.data(), prstd.data(), y0.data(),
+                                    x.data(), w.data(), b.data(), half, k.C, kEps, p, key);
+      dropout_add_layernorm_forward(pout.data() + half * k.C, pres.data() + half * k.C,
+                                    pmean.data() + half, prstd.data() + half,
+                                    y0.data() + half * k.C, x.data() + half * k.C, w.data(),
+                                    b.data(), rest, k.C, kEps, p, key, half);
+      EXPECT_EQ(0, std::memcmp(pres.data(), res.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(pout.data(), out.data(), sizeof(float) * n));
+      EXPECT_EQ(0, std::memcmp(prstd.data(), rstd.data(), sizeof(float) * k.N));
     }
   }
 }

@@ -15,8 +15,9 @@ void grow(AlignedBuffer<T>& b, std::int64_t n) {
 
 }  // namespace
 
-void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training, bool bf16,
-                         bool keep_hidden) {
+void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training,
+                         Precision precision, bool keep_hidden) {
+  const bool bf16 = precision == Precision::kBF16, int8 = precision == Precision::kInt8;
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
@@ -25,12 +26,14 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
   bf16_now_ = bf16;
+  int8_now_ = int8;
   keep_hidden_now_ = need_hidden;
   share_layers_now_ = share;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
-      (training_ || !for_training) && (bf16_ || !bf16) && (!need_f32 || f32_rows_ >= N) &&
-      (!need_hidden || hidden_rows_ >= N) && (need_hidden || shared_rows_ >= N) &&
-      (share || all_layers_) && static_cast<int>(layers.size()) == c.layers) {
+      (training_ || !for_training) && (bf16_ || !bf16) && (int8_ || !int8) &&
+      (!need_f32 || f32_rows_ >= N) && (!need_hidden || hidden_rows_ >= N) &&
+      (need_hidden || shared_rows_ >= N) && (share || all_layers_) &&
+      static_cast<int>(layers.size()) == c.layers) {
     return;
   }
   capacity_rows_ = std::max(capacity_rows_, N);
@@ -38,6 +41,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   capacity_batch_ = std::max(capacity_batch_, batch);
   training_ = training_ || for_training;
   bf16_ = bf16_ || bf16;
+  int8_ = int8_ || int8;
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
   if (need_f32) f32_rows_ = rows;
   if (need_hidden) hidden_rows_ = rows;
@@ -106,6 +110,16 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(d_act_bf16, rows * I);
     }
   }
+  if (int8_) {
+    grow(q8, rows * std::max(C, I));
+    grow(q8_scale, rows);
+    grow(q8_zero, rows);
+  }
+}
+
+QuantizedRows Activations::quantized_slot() {
+  if (!int8_now_) return {};
+  return {q8.data(), q8_scale.data(), q8_zero.data()};
 }
 
 float* Activations::embedded() { return keep_hidden_now_ ? x0.data() : shared_hidden.data(); }
@@ -116,7 +130,8 @@ float* Activations::layer_out(int l) {
 // The per-layer tensors below come from layer(l): layers[0] for every layer when shared.
 
 Rows Activations::layer_in(int l) {
-  return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layer(l).x_bf16.data() : nullptr};
+  return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layer(l).x_bf16.data() : nullptr,
+          l == 0 ? QuantizedRows{} : quantized_slot()};
 }
 
 // bf16 keeps qkv, ff1 and act in bf16 only, and att and h1 in buffers shared by all layers (see
@@ -128,13 +143,15 @@ Rows Activations::att(int l) {
   return bf16_now_ ? Rows{shared_att.data(), layer(l).att_bf16.data()} : Rows{layer(l).att.data()};
 }
 Rows Activations::h1(int l) {
-  return bf16_now_ ? Rows{shared_hidden.data(), layer(l).h1_bf16.data()} : Rows{layer(l).h1.data()};
+  if (bf16_now_) return Rows{shared_hidden.data(), layer(l).h1_bf16.data()};
+  return Rows{layer(l).h1.data(), nullptr, quantized_slot()};
 }
 Rows Activations::ff1(int l) {
   return bf16_now_ ? Rows{nullptr, layer(l).ff1_bf16.data()} : Rows{layer(l).ff1.data()};
 }
 Rows Activations::act(int l) {
-  return bf16_now_ ? Rows{nullptr, layer(l).act_bf16.data()} : Rows{layer(l).act.data()};
+  if (bf16_now_) return Rows{nullptr, layer(l).act_bf16.data()};
+  return Rows{layer(l).act.data(), nullptr, quantized_slot()};
 }
 Rows Activations::d_act_rows() {
   return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};

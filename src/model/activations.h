@@ -15,6 +15,7 @@
 #include "base/aligned.h"
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/precision.h"
 
 namespace bertfit {
 
@@ -86,15 +87,23 @@ struct Activations {
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
   AlignedBuffer<std::uint16_t> d_act_bf16;          // (N,I) the activation output's gradient
 
+  // int8 only: one quantized slot (N, max(C, I)) u8 with its row scales and zero points,
+  // shared by h1, act and the input of every layer after the first (in that order each is made
+  // by the kernel before its product, quantized as it goes, and read by the product before the
+  // next is made; EncoderLayer::forward).
+  AlignedBuffer<std::uint8_t> q8;
+  AlignedBuffer<float> q8_scale;
+  AlignedBuffer<std::int32_t> q8_zero;
+
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
-  // the bf16 copies.
+  // the bf16 copies, int8 the quantized slot.
   // keep_hidden: x0 and every layer's out get their own buffers, so hidden(l) is valid after
   // the forward (fp32 training needs them: its backward reads each layer's input).
   // A forward that is neither for training nor keeps hidden states (inference) runs every layer
   // on layers[0]'s buffers (layer(l)) and the hidden state in place in shared_hidden: one
   // layer's tensors instead of L (-5/6 of the activation memory for DistilBERT).
-  void resize(const ModelConfig& config, int B, int T, bool for_training, bool bf16 = false,
-              bool keep_hidden = false);
+  void resize(const ModelConfig& config, int B, int T, bool for_training,
+              Precision precision = Precision::kF32, bool keep_hidden = false);
   // The buffers layer l uses in the last resize()'s form: layers[l], or layers[0] for all.
   LayerActivations& layer(int l) { return layers[share_layers_now_ ? 0 : l]; }
 
@@ -115,11 +124,12 @@ struct Activations {
   float* embedded();        // (N,C) x0: own buffer in fp32 or keeping hidden states, else shared
   float* layer_out(int l);  // (N,C) layer l's output, as embedded()
   Rows layer_in(int l);     // the layer's input (embedded() or layer_out(l-1)), + bf16 slot
+                            // (int8: + the quantized slot for l > 0)
   Rows qkv(int l);          // fp32, or bf16 alone
   Rows att(int l);          // fp32 (bf16: shared) + bf16 slot
-  Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot
+  Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot (int8: + the quantized slot)
   Rows ff1(int l);          // fp32, or bf16 alone
-  Rows act(int l);          // fp32, or bf16 alone
+  Rows act(int l);          // fp32 (int8: + the quantized slot), or bf16 alone
   Rows head_in();           // (B,C) cls + bf16 slot
   Rows classifier_in();     // (B,C) pre_drop + bf16 slot
   Rows d_act_rows();        // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
@@ -134,8 +144,11 @@ struct Activations {
   int capacity_batch_ = 0;
   bool training_ = false;
   bool bf16_ = false;
+  bool int8_ = false;
   bool all_layers_ = false;  // every layer's buffers hold the capacity (else only layers[0]'s)
-  bool bf16_now_ = false, keep_hidden_now_ = true, share_layers_now_ = false;  // last resize()'s
+  bool bf16_now_ = false, int8_now_ = false, keep_hidden_now_ = true,
+       share_layers_now_ = false;  // last resize()'s
+  QuantizedRows quantized_slot();  // int8: q8 and its scales, else empty
 };
 
 }  // namespace bertfit

@@ -142,7 +142,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
   CHECK(precision_ != Precision::kInt8 || !for_backward, "int8 is for inference only");
   // Hidden states of every layer are kept for fp32's backward (it reads them) and on request;
   // an inference forward otherwise runs every layer on one layer's buffers.
-  a.resize(c, in.B, in.T, for_backward, bf16,
+  a.resize(c, in.B, in.T, for_backward, precision_,
            /*keep_hidden=*/(for_backward && !bf16) || in.full_last_layer);
   a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   a.for_backward = for_backward;

@@ -48,6 +48,11 @@ void attend_backward(float* dqkv, const float* dout, Rows qkv, const float* prob
   attention_backward(dqkv, dout, qkv.f32, probs, run.mask, shape, run.p_attn, key);
 }
 
+// x's rows from element `at` on (its fp32 and bf16 forms; a quantized slot is per row).
+Rows offset(Rows x, std::int64_t at) {
+  return {x.f32 != nullptr ? x.f32 + at : nullptr, x.bf16 != nullptr ? x.bf16 + at : nullptr};
+}
+
 void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, int C) {
   if (x.bf16 != nullptr) return unpack_rows(x.bf16, rows, R, N, C);
   unpack_rows(x.f32, rows, R, N, C);
@@ -115,18 +120,37 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
   } else if (a.packed) {
     pack_rows(att.f32, a.token_rows.data(), N, C);
   }
-  // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1) (one pass after the product).
-  o_.forward(Rows{s.res1.data()}, att, M);
-  dropout_add_layernorm_forward(h1.f32, s.res1.data(), s.mean1.data(), s.rstd1.data(),
-                                s.res1.data(), xr, w_(Role::kLn1W, l), w_(Role::kLn1B, l), M, C,
-                                eps, attention_output_dropout(c, run), key(kSiteAttentionOutput));
-  // f = act(h1·W1ᵀ + b1); r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2).
-  ff1_.forward(ff1, h1, M);
-  activate(activation_kind(c.activation), act, ff1, M * I, a.for_backward);
-  ff2_.forward(Rows{s.res2.data()}, act, M);
-  dropout_add_layernorm_forward(out, s.res2.data(), s.mean2.data(), s.rstd2.data(), s.res2.data(),
-                                h1.f32, w_(Role::kLn2W, l), w_(Role::kLn2B, l), M, C, eps,
-                                run.p_hidden, key(kSiteFfnOutput));
+  // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1): one pass after the product (int8: within its
+  // last pass, and quantizing h1 for ff1 as it goes, Linear::forward's `then`).
+  const float* ln1_w = w_(Role::kLn1W, l);
+  const float* ln1_b = w_(Role::kLn1B, l);
+  const float p_proj = attention_output_dropout(c, run);
+  o_.forward(Rows{s.res1.data()}, att, M, [&](std::int64_t m0, std::int64_t m1) {
+    const std::int64_t at = m0 * C;
+    dropout_add_layernorm_forward(h1.f32 + at, s.res1.data() + at, s.mean1.data() + m0,
+                                  s.rstd1.data() + m0, s.res1.data() + at, xr + at, ln1_w, ln1_b,
+                                  m1 - m0, C, eps, p_proj, key(kSiteAttentionOutput), m0);
+    ff1_.prepare_input(h1, m0, m1);
+  });
+  // f = act(h1·W1ᵀ + b1) (int8: f quantized for ff2 as it goes).
+  ff1_.forward(ff1, h1, M, [&](std::int64_t m0, std::int64_t m1) {
+    activate(activation_kind(c.activation), offset(act, m0 * I), offset(ff1, m0 * I), (m1 - m0) * I,
+             a.for_backward);
+    ff2_.prepare_input(act, m0, m1);
+  });
+  // r2 = h1 + Drop(f·W2ᵀ + b2); out = LN2(r2) (int8: out quantized for the next layer's qkv).
+  const float* ln2_w = w_(Role::kLn2W, l);
+  const float* ln2_b = w_(Role::kLn2B, l);
+  // The next layer's qkv product reads out: quantized here for it (every layer's products
+  // share one precision, and the quantization depends on the input alone).
+  const Rows next_in = l + 1 < c.layers ? a.layer_in(l + 1) : Rows{};
+  ff2_.forward(Rows{s.res2.data()}, act, M, [&](std::int64_t m0, std::int64_t m1) {
+    const std::int64_t at = m0 * C;
+    dropout_add_layernorm_forward(out + at, s.res2.data() + at, s.mean2.data() + m0,
+                                  s.rstd2.data() + m0, s.res2.data() + at, h1.f32 + at, ln2_w,
+                                  ln2_b, m1 - m0, C, eps, run.p_hidden, key(kSiteFfnOutput), m0);
+    qkv_.prepare_input(next_in, m0, m1);
+  });
 }
 
 void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,

@@ -39,10 +39,7 @@ void Linear::forward(Rows y, Rows x, std::int64_t M) const {
     CHECK(x.f32 != nullptr && y.f32 != nullptr, "fp32 product without fp32 operands");
     return linear_forward(y.f32, x.f32, *f32_, b_, M);
   }
-  if (int8_ != nullptr) {
-    CHECK(x.f32 != nullptr && y.f32 != nullptr, "int8 product without fp32 operands");
-    return linear_forward_int8(y.f32, x.f32, *int8_, b_, M);
-  }
+  if (int8_ != nullptr) return forward(y, x, M, RowsDone{});
   if (prepared_ == nullptr) {
     CHECK(x.f32 != nullptr && y.f32 != nullptr, "fp32 product without fp32 operands");
     return linear_forward(y.f32, x.f32, w_, b_, M, K_, N_);
@@ -52,6 +49,24 @@ void Linear::forward(Rows y, Rows x, std::int64_t M) const {
   if (y.f32 != nullptr) return linear_forward_bf16(y.f32, x.bf16, prepared(), b_, M);
   CHECK(y.bf16 != nullptr, "product without an output");
   linear_forward_bf16_out(y.bf16, x.bf16, prepared(), b_, M);
+}
+
+void Linear::forward(Rows y, Rows x, std::int64_t M, const RowsDone& then) const {
+  if (int8_ == nullptr) {
+    forward(y, x, M);
+    if (then && M > 0) then(0, M);
+    return;
+  }
+  CHECK(y.f32 != nullptr && (x.f32 != nullptr || x.q8.q != nullptr),
+        "int8 product without fp32 operands");
+  if (x.q8.q != nullptr) return linear_forward_int8(y.f32, x.q8, *int8_, b_, M, then);
+  linear_forward_int8(y.f32, x.f32, *int8_, b_, M, then);
+}
+
+void Linear::prepare_input(Rows x, std::int64_t m0, std::int64_t m1) const {
+  if (int8_ == nullptr || x.q8.q == nullptr) return;
+  CHECK(x.f32 != nullptr, "an int8 input to prepare without its fp32 rows");
+  quantize_rows_u8(x.q8, x.f32, K_, m0, m1);
 }
 
 void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,

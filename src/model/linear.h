@@ -14,10 +14,13 @@ namespace bertfit {
 // A tensor of rows as the precision in use stores it (Activations hands these out): fp32 rows;
 // bf16 rows, for a tensor only bf16 products and kernels read, kept in half the bytes; or fp32
 // rows with a bf16 slot of the same shape, which the product reading the rows fills with their
-// rounding and keeps for its weight gradient. Unused forms are null.
+// rounding and keeps for its weight gradient. Unused forms are null. int8 inference: fp32 rows,
+// and for a product's input made by a kernel that can quantize it as it goes, a quantized slot
+// that kernel fills (Linear::prepare_input) and the product reads instead of quantizing.
 struct Rows {
   float* f32 = nullptr;
   std::uint16_t* bf16 = nullptr;
+  QuantizedRows q8{};
 };
 
 // Scratch of a product's backward: the output gradient rounded to bf16 (bf16 products, M·N).
@@ -44,8 +47,21 @@ class Linear {
 
   // y (M,N) = x (M,K)·wᵀ + b. fp32 reads x.f32 into y.f32. bf16 rounds x.f32 (when set) into
   // x.bf16 and reads that; the output goes to y.f32, or, when y has no fp32 form, to y.bf16
-  // rounded once from the fp32 sum.
+  // rounded once from the fp32 sum. int8 reads x.q8 when x has that slot (which
+  // prepare_input must have filled), else quantizes x.f32 itself.
   void forward(Rows y, Rows x, std::int64_t M) const;
+  // The same, then `then(m0, m1)` on row blocks of y covering [0, M): the element-wise work
+  // that follows the product. int8 runs it inside its last pass over y, each thread on its own
+  // rows as soon as they are dequantized (one parallel region and one trip through memory
+  // fewer); the other precisions call then(0, M) after the product. `then` must therefore give
+  // the same result whichever way the rows are split (row-wise work, kernels called on a row
+  // range; a kernel called inside a parallel region runs on that thread, base/parallel.h).
+  void forward(Rows y, Rows x, std::int64_t M, const RowsDone& then) const;
+
+  // Rows [m0, m1) of x put into the form this product's forward reads, where forward would make
+  // it: int8 quantizes them into x.q8 (when x has that slot); the other precisions have nothing
+  // to do here. Called by the kernel that makes x, on its rows, to save the product that pass.
+  void prepare_input(Rows x, std::int64_t m0, std::int64_t m1) const;
 
   // The input gradient dx (M,K) = dy·w (kOverwrite) or += (kAccumulate), and dw (N,K) += dyᵀ·x,
   // db (N) += Σ dy, from dy (M,N) and x as forward read it.
