@@ -87,11 +87,6 @@ void widen_bf16(float* out, const std::uint16_t* x, std::int64_t n) {
   }
 }
 
-// out = bf16(in), as cast_f32_to_bf16 (inside a kernel's own parallel region).
-void cast_span(std::uint16_t* out, const float* in, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
-}
-
 // out = act(x) as forward_span, and d = act'(x) as the backward kernels' (dout = 1), sharing
 // erf / tanh.
 void forward_derivative_span(ActKind kind, float* out, float* d, const float* x, std::int64_t n) {
@@ -235,8 +230,8 @@ void activation_forward_bf16_keep_derivative(ActKind kind, std::uint16_t* out, s
     alignas(64) float y[kWideChunk];
     alignas(64) float d[kWideChunk];
     forward_derivative_span(kind, y, d, in, m);
-    cast_span(out + i, y, m);
-    cast_span(x + i, d, m);
+    cast_f32_to_bf16(out + i, y, m);  // on this thread: inside over_widened_chunks' region
+    cast_f32_to_bf16(x + i, d, m);
   });
 }
 

@@ -291,12 +291,8 @@ int round_up2(int n) { return n + n % 2; }
 void dropped_row_bf16(std::uint16_t* dst, const float* p, const Dropout& drop, std::uint64_t i_row,
                       int K) {
   if (drop.active) {
-    for (int j = 0; j < K; ++j) {  // branch-free, as keep_row: the hash vectorises
-      const bool keep =
-          detail::random_bits(drop.key, i_row + static_cast<std::uint64_t>(j)) >= drop.threshold;
-      const float kept = p[j] * drop.scale;
-      dst[j] = f32_to_bf16(keep ? kept : 0.0f);
-    }
+    detail::drop_each(p, K, i_row, drop.threshold, drop.scale, drop.key,
+                      [dst](std::int64_t j, float v) { dst[j] = f32_to_bf16(v); });
   } else {
     for (int j = 0; j < K; ++j) dst[j] = f32_to_bf16(p[j]);
   }

@@ -64,11 +64,7 @@ void dropout_forward(float* out, const float* x, std::int64_t n, float p, std::u
   }
   const float scale = detail::keep_scale(p);
   parallel_for(n, detail::kMinWorkPerThread, [=](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      const std::uint32_t bits = detail::random_bits(key, static_cast<std::uint64_t>(i));
-      const float kept = x[i] * scale;  // loaded unconditionally: the loop vectorises
-      out[i] = bits >= threshold ? kept : 0.0f;
-    }
+    detail::drop_span(out + b, x + b, e - b, static_cast<std::uint64_t>(b), threshold, scale, key);
   });
 }
 

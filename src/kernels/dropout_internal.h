@@ -1,5 +1,6 @@
-// Internal to kernels/: the inline hash behind dropout_bits, shared with the attention kernel
-// so its inner loops can inline it.
+// Internal to kernels/: the inline hash behind dropout_bits, and dropout's inner loop, shared by
+// the kernels that drop as they go (dropout, the fused LayerNorm kernels, attention) so that
+// their inner loops inline them.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +27,25 @@ std::uint32_t keep_threshold(float p);
 
 // The value a kept element is multiplied by, 1 / (1 - p), rounded as torch does.
 float keep_scale(float p);
+
+// Drop(x) for the n elements starting at element `first` of stream `key`, as dropout_forward
+// (p > 0): store(c, value) with value x[c] · scale if element first + c is kept, else 0.
+// Branch-free, x loaded unconditionally, so that the loop (the hash in 8 64-bit lanes)
+// vectorises; store may write over x[c].
+template <class Store>
+inline void drop_each(const float* x, std::int64_t n, std::uint64_t first, std::uint32_t threshold,
+                      float scale, std::uint64_t key, Store&& store) {
+  for (std::int64_t c = 0; c < n; ++c) {
+    const bool keep = random_bits(key, first + static_cast<std::uint64_t>(c)) >= threshold;
+    const float kept = x[c] * scale;
+    store(c, keep ? kept : 0.0f);
+  }
+}
+
+// drop_each into out (which may be x).
+inline void drop_span(float* out, const float* x, std::int64_t n, std::uint64_t first,
+                      std::uint32_t threshold, float scale, std::uint64_t key) {
+  drop_each(x, n, first, threshold, scale, key, [out](std::int64_t c, float v) { out[c] = v; });
+}
 
 }  // namespace bertfit::detail

@@ -41,17 +41,6 @@ void normalize_row(float* yr, float& m, float& rs, const float* xr, const float*
   for (int c = 0; c < C; ++c) yr[c] = (xr[c] - m) * rs * weight[c] + bias[c];
 }
 
-// Drop(v) for the n elements starting at element `first` of stream `key`, in place; as
-// dropout_forward (p > 0).
-void drop_span(float* v, std::int64_t n, std::uint64_t first, std::uint32_t threshold, float scale,
-               std::uint64_t key) {
-  for (std::int64_t c = 0; c < n; ++c) {
-    const std::uint32_t bits = detail::random_bits(key, first + static_cast<std::uint64_t>(c));
-    const float kept = v[c] * scale;
-    v[c] = bits >= threshold ? kept : 0.0f;
-  }
-}
-
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* weight,
@@ -76,9 +65,11 @@ void dropout_add_layernorm_forward(float* out, float* res, float* mean, float* r
       float* rr = res + r * C;
       const float* yr = y + r * C;
       const float* xr = x + r * C;
-      if (rr != yr) std::copy(yr, yr + C, rr);
       if (p != 0.0f) {
-        drop_span(rr, C, static_cast<std::uint64_t>((first_row + r) * C), threshold, scale, key);
+        detail::drop_span(rr, yr, C, static_cast<std::uint64_t>((first_row + r) * C), threshold,
+                          scale, key);
+      } else if (rr != yr) {
+        std::copy(yr, yr + C, rr);
       }
 #pragma omp simd
       for (int c = 0; c < C; ++c) rr[c] = rr[c] + xr[c];
@@ -149,8 +140,11 @@ void layernorm_dropout_bias_backward(float* dres, float* dweight, float* dbias, 
         }
         if (!branch) continue;
         float* dyr = dy_f32 != nullptr ? dy_f32 + r * C : row.data();
-        if (dyr != dxr) std::copy(dxr, dxr + C, dyr);
-        if (p != 0.0f) drop_span(dyr, C, static_cast<std::uint64_t>(r * C), threshold, scale, key);
+        if (p != 0.0f) {
+          detail::drop_span(dyr, dxr, C, static_cast<std::uint64_t>(r * C), threshold, scale, key);
+        } else if (dyr != dxr) {
+          std::copy(dxr, dxr + C, dyr);
+        }
         if (dy_bf16 != nullptr) {
           std::uint16_t* o = dy_bf16 + r * C;
           for (int c = 0; c < C; ++c) o[c] = f32_to_bf16(dyr[c]);
