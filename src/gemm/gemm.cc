@@ -104,6 +104,11 @@ memory::desc blocked_f32_weights(const dnnl::engine& engine, std::int64_t rows, 
   return blocked_weights(engine, rows, cols, memory::data_type::f32, memory::data_type::f32);
 }
 
+// wq (N,K) row-major as oneDNN's (K,N) operand wqᵀ: strides (1, K).
+memory::desc plain_s8_weights(std::int64_t K, std::int64_t N) {
+  return memory::desc({K, N}, memory::data_type::s8, Dims{1, K});
+}
+
 memory::desc blocked_s8_weights(const dnnl::engine& engine, std::int64_t rows, std::int64_t cols) {
   return blocked_weights(engine, rows, cols, memory::data_type::u8, memory::data_type::s8);
 }
@@ -466,10 +471,9 @@ std::size_t gemm_cache_size() {
 
 struct PreparedWeightInt8::Impl {
   std::int64_t N = 0, K = 0;
-  AlignedBuffer<std::int8_t> wq;  // (N,K) row-major
-  AlignedBuffer<float> scale;     // (N) sw
-  AlignedBuffer<float> colsum;    // (N) Σ_k wq[n,k], for the input's zero point
-  memory::desc desc;              // the blocked layout of the products
+  AlignedBuffer<float> scale;   // (N) sw
+  AlignedBuffer<float> colsum;  // (N) Σ_k wq[n,k], for the input's zero point
+  memory::desc desc;            // the blocked layout of the products
   memory data;
 };
 
@@ -485,7 +489,7 @@ void PreparedWeightInt8::prepare(const float* w, std::int64_t N, std::int64_t K)
   Impl& p = *impl_;
   p.N = N;
   p.K = K;
-  p.wq.resize(N * K);
+  AlignedBuffer<std::int8_t> wq(N * K);  // (N,K) row-major, until it is in the blocked layout
   p.scale.resize(N);
   p.colsum.resize(N);
   for (std::int64_t n = 0; n < N; ++n) {
@@ -496,25 +500,32 @@ void PreparedWeightInt8::prepare(const float* w, std::int64_t N, std::int64_t K)
     std::int32_t sum = 0;
     for (std::int64_t k = 0; k < K; ++k) {
       const float q = std::nearbyint(row[k] / scale);
-      p.wq[n * K + k] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
-      sum += p.wq[n * K + k];
+      wq[n * K + k] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+      sum += wq[n * K + k];
     }
     p.scale[n] = scale;
     p.colsum[n] = static_cast<float>(sum);
   }
-  // wq (N,K) row-major is the (K,N) operand wqᵀ with strides (1, K).
-  const memory::desc plain({K, N}, memory::data_type::s8, Dims{1, K});
   p.desc = blocked_s8_weights(ctx.engine, K, N);
   p.data = memory(p.desc, ctx.engine);
-  memory src(plain, ctx.engine, p.wq.data());
-  dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, plain, ctx.engine, p.desc))
+  memory src(plain_s8_weights(K, N), ctx.engine, wq.data());
+  dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, src.get_desc(), ctx.engine, p.desc))
       .execute(ctx.stream, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, p.data}});
   ctx.stream.wait();
 }
 
 std::int64_t PreparedWeightInt8::N() const { return impl_ ? impl_->N : 0; }
 std::int64_t PreparedWeightInt8::K() const { return impl_ ? impl_->K : 0; }
-const std::int8_t* PreparedWeightInt8::quantized() const { return prepared_impl(*this).wq.data(); }
+std::vector<std::int8_t> PreparedWeightInt8::quantized() const {
+  const Impl& p = prepared_impl(*this);
+  auto& ctx = context();
+  std::vector<std::int8_t> wq(static_cast<std::size_t>(p.N * p.K));
+  memory dst(plain_s8_weights(p.K, p.N), ctx.engine, wq.data());
+  dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, p.desc, ctx.engine, dst.get_desc()))
+      .execute(ctx.stream, {{DNNL_ARG_FROM, p.data}, {DNNL_ARG_TO, dst}});
+  ctx.stream.wait();
+  return wq;
+}
 const float* PreparedWeightInt8::scales() const { return prepared_impl(*this).scale.data(); }
 
 const PreparedWeightInt8::Impl& prepared_impl(const PreparedWeightInt8& w) {

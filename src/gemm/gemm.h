@@ -140,8 +140,9 @@ class PreparedWeightInt8 {
   void prepare(const float* w, std::int64_t N, std::int64_t K);
   std::int64_t N() const;
   std::int64_t K() const;
-  // The quantized weight as the products use it: wq (N,K) row-major and sw (N).
-  const std::int8_t* quantized() const;
+  // The quantized weight as the products use it: wq (N,K) row-major (copied back out of the
+  // blocked layout, which is all that is kept) and sw (N).
+  std::vector<std::int8_t> quantized() const;
   const float* scales() const;
   struct Impl;
 

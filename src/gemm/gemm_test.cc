@@ -322,10 +322,11 @@ TEST(Int8, WeightsQuantizedPerOutputChannel) {
   for (std::int64_t k = 0; k < K; ++k) w[6 * K + k] = 0.0f;     // and one all zero
   PreparedWeightInt8 p;
   p.prepare(w.data(), N, K);
+  const std::vector<std::int8_t> wq = p.quantized();
   for (std::int64_t n = 0; n < N; ++n) {
     int amax = 0;
     for (std::int64_t k = 0; k < K; ++k) {
-      const int q = p.quantized()[n * K + k];
+      const int q = wq[n * K + k];
       amax = std::max(amax, std::abs(q));
       EXPECT_LE(std::fabs(q * p.scales()[n] - w[n * K + k]), 0.5f * p.scales()[n] * 1.0001f);
     }
@@ -352,6 +353,7 @@ TEST(Int8, LinearForwardIsTheProductOfTheQuantizedOperands) {
     p.prepare(w.data(), N, K);
     linear_forward_int8(y.data(), x.data(), p, b.data(), M);
     linear_forward_int8(y_nobias.data(), x.data(), p, nullptr, M);
+    const std::vector<std::int8_t> wq = p.quantized();
     std::vector<std::uint8_t> q(M * K);
     std::vector<float> sx(M);
     std::vector<std::int32_t> zx(M);
@@ -361,8 +363,7 @@ TEST(Int8, LinearForwardIsTheProductOfTheQuantizedOperands) {
       for (std::int64_t n = 0; n < N; ++n) {
         double dq = 0, full = 0;
         for (std::int64_t k = 0; k < K; ++k) {
-          dq += (double{sx[m]} * (q[m * K + k] - zx[m])) *
-                (double{p.scales()[n]} * p.quantized()[n * K + k]);
+          dq += (double{sx[m]} * (q[m * K + k] - zx[m])) * (double{p.scales()[n]} * wq[n * K + k]);
           full += double{x[m * K + k]} * w[n * K + k];
         }
         err_q = std::max(err_q, std::fabs(y[m * N + n] - (dq + b[n])));

@@ -27,6 +27,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const bool share = !for_training && !keep_hidden;
   bf16_now_ = bf16;
   int8_now_ = int8;
+  training_now_ = for_training;
   keep_hidden_now_ = need_hidden;
   share_layers_now_ = share;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
@@ -70,7 +71,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(l.att, rows * C);
       grow(l.h1, rows * C);
       grow(l.ff1, rows * I);
-      grow(l.act, rows * I);
+      if (training_) grow(l.act, rows * I);  // inference: act overwrites ff1 (see act())
     }
     if (need_hidden) grow(l.out, rows * C);
   }
@@ -99,7 +100,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(l.x_bf16, rows * C);
       grow(l.att_bf16, rows * C);
       grow(l.h1_bf16, rows * C);
-      grow(l.act_bf16, rows * I);
+      if (training_) grow(l.act_bf16, rows * I);
       grow(l.ff1_bf16, rows * I);
       grow(l.qkv_bf16, rows * 3 * C);
     }
@@ -150,8 +151,10 @@ Rows Activations::ff1(int l) {
   return bf16_now_ ? Rows{nullptr, layer(l).ff1_bf16.data()} : Rows{layer(l).ff1.data()};
 }
 Rows Activations::act(int l) {
-  if (bf16_now_) return Rows{nullptr, layer(l).act_bf16.data()};
-  return Rows{layer(l).act.data(), nullptr, quantized_slot()};
+  // Only backward reads ff1 once act is made: an inference forward writes act over it.
+  LayerActivations& s = layer(l);
+  if (bf16_now_) return Rows{nullptr, training_now_ ? s.act_bf16.data() : s.ff1_bf16.data()};
+  return Rows{training_now_ ? s.act.data() : s.ff1.data(), nullptr, quantized_slot()};
 }
 Rows Activations::d_act_rows() {
   return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};

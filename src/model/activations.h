@@ -28,7 +28,8 @@ struct LayerActivations {
   AlignedBuffer<float> mean1, rstd1;  // (N)
   AlignedBuffer<float> h1;            // (N,C) LayerNorm 1 output (fp32 only)
   AlignedBuffer<float> ff1;           // (N,I) h1·W1ᵀ + b1: activation input (fp32 only)
-  AlignedBuffer<float> act;           // (N,I) activation output (fp32 only; bf16 keeps act_bf16)
+  AlignedBuffer<float> act;           // (N,I) activation output (fp32 only; bf16 keeps act_bf16;
+                                      // training only: inference writes it over ff1)
   AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
   AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input (fp32, or
@@ -129,7 +130,8 @@ struct Activations {
   Rows att(int l);          // fp32 (bf16: shared) + bf16 slot
   Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot (int8: + the quantized slot)
   Rows ff1(int l);          // fp32, or bf16 alone
-  Rows act(int l);          // fp32 (int8: + the quantized slot), or bf16 alone
+  Rows act(int l);          // fp32 (int8: + the quantized slot), or bf16 alone; an inference
+                            // forward's is ff1's buffer (the activation runs in place)
   Rows head_in();           // (B,C) cls + bf16 slot
   Rows classifier_in();     // (B,C) pre_drop + bf16 slot
   Rows d_act_rows();        // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
@@ -146,7 +148,7 @@ struct Activations {
   bool bf16_ = false;
   bool int8_ = false;
   bool all_layers_ = false;  // every layer's buffers hold the capacity (else only layers[0]'s)
-  bool bf16_now_ = false, int8_now_ = false, keep_hidden_now_ = true,
+  bool bf16_now_ = false, int8_now_ = false, training_now_ = false, keep_hidden_now_ = true,
        share_layers_now_ = false;  // last resize()'s
   QuantizedRows quantized_slot();  // int8: q8 and its scales, else empty
 };
