@@ -10,15 +10,17 @@
 #      tokenization included: `bertfit predict --batch-size 64` on the pairs repeated 8 times,
 #      less its run on one pair (start-up and load), per pair;
 #   3. the server's peak RSS (VmHWM) after both, at the default --max-batch-tokens.
-# The model alone and the server alternate for ROUNDS rounds (default 3); the table gives the
-# medians, each round's own differences and ratios on stderr.
+# The model alone and the server alternate, LATENCY_ROUNDS rounds (default 9: 100 forwards,
+# then 3 s of wrk) for 1., ROUNDS rounds (default 3) for 2.; the table gives the medians (of
+# each round's own difference or ratio for those), every round on stderr.
 #   bench/serve_http.sh [PRECISIONS...]   (default: int8 bf16 fp32; each gets its own server)
-#   ROUNDS=5 bench/serve_http.sh int8
+#   LATENCY_ROUNDS=15 ROUNDS=5 bench/serve_http.sh int8
 # Needs wrk; prints a Markdown table. Run it on an otherwise idle machine: wrk shares the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 precisions=("$@")
 rounds=${ROUNDS:-3}
+latency_rounds=${LATENCY_ROUNDS:-9}
 [ ${#precisions[@]} -gt 0 ] || precisions=(int8 bf16 fp32)
 command -v wrk >/dev/null || { echo "serve_http.sh: needs wrk (apt-get install wrk)" >&2; exit 1; }
 bertfit=$PWD/build/release/apps/bertfit/bertfit
@@ -72,7 +74,7 @@ echo "|---|---|---|---|---|---|---|---|---|"
 for p in "${precisions[@]}"; do
   model_ms() {
     "$bertfit" bench infer --model "$tmp/model" --batch-size 1 --seq-len 64 --threads 2 \
-      --precision "$p" --steps 200 --warmup 10 |
+      --precision "$p" --steps 100 --warmup 10 |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["ms_per_step"])'
   }
   run_predict() {
@@ -105,25 +107,32 @@ for p in "${precisions[@]}"; do
   wrk -t1 -c1 -d2s -s "$tmp/one.lua" "$url" >/dev/null # warm the path
   # The model alone and the server take turns, round by round, so that the machine's drift
   # (tens of percent within minutes) moves both sides of each ratio alike.
-  : >"$tmp/rounds.txt"
-  for r in $(seq "$rounds"); do
+  : >"$tmp/latency.txt"
+  for r in $(seq "$latency_rounds"); do
     m_ms=$(model_ms)
-    wrk -t1 -c1 -d5s --latency -s "$tmp/one.lua" "$url" >"$tmp/c1.txt"
-    m_pairs=$(model_pairs)
-    wrk -t2 -c64 -d10s -s "$tmp/pairs.lua" "$url" >"$tmp/c64.txt"
-    python3 - "$m_ms" "$m_pairs" "$tmp/c1.txt" "$tmp/c64.txt" >>"$tmp/rounds.txt" <<'PY'
+    wrk -t1 -c1 -d3s --latency -s "$tmp/one.lua" "$url" >"$tmp/c1.txt"
+    python3 - "$m_ms" "$tmp/c1.txt" >>"$tmp/latency.txt" <<'PY'
 import re, sys
-model_ms, model_pairs = float(sys.argv[1]), float(sys.argv[2])
-c1, c64 = open(sys.argv[3]).read(), open(sys.argv[4]).read()
+model_ms, c1 = float(sys.argv[1]), open(sys.argv[2]).read()
 def ms(text, pct):
     m = re.search(rf"^\s*{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
     v, unit = float(m.group(1)), m.group(2)
     return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
-for text in (c1, c64):
-    if re.search(r"Non-2xx|Socket errors", text):
-        sys.exit("serve_http.sh: errors in wrk's run:\n" + text)
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", c64).group(1))
-print(model_ms, ms(c1, 50), ms(c1, 99), model_pairs, rps)
+if re.search(r"Non-2xx|Socket errors", c1):
+    sys.exit("serve_http.sh: errors in wrk's run:\n" + c1)
+print(model_ms, ms(c1, 50), ms(c1, 99))
+PY
+  done
+  : >"$tmp/throughput.txt"
+  for r in $(seq "$rounds"); do
+    m_pairs=$(model_pairs)
+    wrk -t2 -c64 -d10s -s "$tmp/pairs.lua" "$url" >"$tmp/c64.txt"
+    python3 - "$m_pairs" "$tmp/c64.txt" >>"$tmp/throughput.txt" <<'PY'
+import re, sys
+model_pairs, c64 = float(sys.argv[1]), open(sys.argv[2]).read()
+if re.search(r"Non-2xx|Socket errors", c64):
+    sys.exit("serve_http.sh: errors in wrk's run:\n" + c64)
+print(model_pairs, float(re.search(r"Requests/sec:\s+([\d.]+)", c64).group(1)))
 PY
   done
   rss_mb=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status")
@@ -131,16 +140,21 @@ PY
   wait "$server"
   server=""
   # Medians over the rounds; the differences and ratios are the medians of each round's own.
-  python3 - "$p" "$rss_mb" "$tmp/rounds.txt" <<'PY'
+  python3 - "$p" "$rss_mb" "$tmp/latency.txt" "$tmp/throughput.txt" <<'PY'
 import statistics, sys
 p, rss = sys.argv[1], sys.argv[2]
-rows = [list(map(float, line.split())) for line in open(sys.argv[3])]
-med = lambda f: statistics.median(f(r) for r in rows)
-print(f"| {p} | {med(lambda r: r[0]):.2f} | {med(lambda r: r[1]):.2f} | {med(lambda r: r[2]):.2f} "
-      f"| {med(lambda r: r[1] - r[0]):+.2f} | {med(lambda r: r[3]):.1f} | {med(lambda r: r[4]):.1f} "
-      f"| {med(lambda r: r[4] / r[3]):.2f} | {rss} |")
-for r in rows:
-    print(f"  round: model {r[0]:.2f} ms, p50 {r[1]:.2f} ms ({r[1] - r[0]:+.2f}), "
-          f"model {r[3]:.1f} pairs/s, HTTP {r[4]:.1f} req/s ({r[4] / r[3]:.2f})", file=sys.stderr)
+lat = [list(map(float, line.split())) for line in open(sys.argv[3])]
+thr = [list(map(float, line.split())) for line in open(sys.argv[4])]
+med = lambda rows, f: statistics.median(f(r) for r in rows)
+print(f"| {p} | {med(lat, lambda r: r[0]):.2f} | {med(lat, lambda r: r[1]):.2f} "
+      f"| {med(lat, lambda r: r[2]):.2f} | {med(lat, lambda r: r[1] - r[0]):+.2f} "
+      f"| {med(thr, lambda r: r[0]):.1f} | {med(thr, lambda r: r[1]):.1f} "
+      f"| {med(thr, lambda r: r[1] / r[0]):.2f} | {rss} |")
+for r in lat:
+    print(f"  {p} latency round: model {r[0]:.2f} ms, p50 {r[1]:.2f} ms ({r[1] - r[0]:+.2f})",
+          file=sys.stderr)
+for r in thr:
+    print(f"  {p} throughput round: model {r[0]:.1f} pairs/s, HTTP {r[1]:.1f} req/s "
+          f"({r[1] / r[0]:.2f})", file=sys.stderr)
 PY
 done
