@@ -25,16 +25,24 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
+  // Attention reads a bf16 qkv in bf16, and in int8 where the CPU has native bf16 products
+  // (int8's qkv product rounds its output into it); int8's fp32 output then goes to ff1's
+  // buffer, which nothing reads before ff1's own product.
+  const bool qkv16 = bf16 || (int8 && has_native_bf16());
+  const bool qkv_in_ff1 = int8 && qkv16 && I >= 3 * C;
+  const bool need_qkv32 = need_f32 && !qkv_in_ff1;
   bf16_now_ = bf16;
   int8_now_ = int8;
   training_now_ = for_training;
+  qkv16_now_ = qkv16;
+  qkv_in_ff1_now_ = qkv_in_ff1;
   keep_hidden_now_ = need_hidden;
   share_layers_now_ = share;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
-      (training_ || !for_training) && (bf16_ || !bf16) && (int8_ || !int8) &&
-      (!need_f32 || f32_rows_ >= N) && (!need_hidden || hidden_rows_ >= N) &&
-      (need_hidden || shared_rows_ >= N) && (share || all_layers_) &&
-      static_cast<int>(layers.size()) == c.layers) {
+      (training_ || !for_training) && (bf16_ || !bf16) && (int8_ || !int8) && (qkv16_ || !qkv16) &&
+      (!need_f32 || f32_rows_ >= N) && (!need_qkv32 || qkv32_rows_ >= N) &&
+      (!need_hidden || hidden_rows_ >= N) && (need_hidden || shared_rows_ >= N) &&
+      (share || all_layers_) && static_cast<int>(layers.size()) == c.layers) {
     return;
   }
   capacity_rows_ = std::max(capacity_rows_, N);
@@ -43,8 +51,10 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   training_ = training_ || for_training;
   bf16_ = bf16_ || bf16;
   int8_ = int8_ || int8;
+  qkv16_ = qkv16_ || qkv16;
   const std::int64_t rows = capacity_rows_, nb = capacity_batch_;
   if (need_f32) f32_rows_ = rows;
+  if (need_qkv32) qkv32_rows_ = rows;
   if (need_hidden) hidden_rows_ = rows;
   if (!need_hidden || bf16_) shared_rows_ = rows;
 
@@ -66,8 +76,9 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     grow(l.res2, rows * C);
     grow(l.mean2, rows);
     grow(l.rstd2, rows);
+    if (need_qkv32) grow(l.qkv, rows * 3 * C);
+    if (qkv16_) grow(l.qkv_bf16, rows * 3 * C);
     if (need_f32) {
-      grow(l.qkv, rows * 3 * C);
       grow(l.att, rows * C);
       grow(l.h1, rows * C);
       grow(l.ff1, rows * I);
@@ -102,7 +113,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(l.h1_bf16, rows * C);
       if (training_) grow(l.act_bf16, rows * I);
       grow(l.ff1_bf16, rows * I);
-      grow(l.qkv_bf16, rows * 3 * C);
     }
     grow(cls_bf16, nb * C);
     grow(pre_bf16, nb * C);
@@ -138,7 +148,10 @@ Rows Activations::layer_in(int l) {
 // bf16 keeps qkv, ff1 and act in bf16 only, and att and h1 in buffers shared by all layers (see
 // shared_hidden), with their bf16 roundings per layer.
 Rows Activations::qkv(int l) {
-  return bf16_now_ ? Rows{nullptr, layer(l).qkv_bf16.data()} : Rows{layer(l).qkv.data()};
+  LayerActivations& s = layer(l);
+  if (bf16_now_) return Rows{nullptr, s.qkv_bf16.data()};
+  if (qkv16_now_) return Rows{qkv_in_ff1_now_ ? s.ff1.data() : s.qkv.data(), s.qkv_bf16.data()};
+  return Rows{s.qkv.data()};
 }
 Rows Activations::att(int l) {
   return bf16_now_ ? Rows{shared_att.data(), layer(l).att_bf16.data()} : Rows{layer(l).att.data()};

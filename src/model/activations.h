@@ -21,7 +21,8 @@ namespace bertfit {
 
 // What the forward saves for one encoder layer.
 struct LayerActivations {
-  AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections (fp32 only)
+  AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections (fp32; int8: in ff1's
+                                      // buffer instead when attention reads qkv_bf16)
   AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout
   AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated (fp32 only)
   AlignedBuffer<float> res1;          // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
@@ -41,7 +42,8 @@ struct LayerActivations {
   AlignedBuffer<std::uint16_t> act_bf16;  // (N,I)
   AlignedBuffer<std::uint16_t> ff1_bf16;  // (N,I) ff1, the product's output rounded once; after
                                           // a training forward, act'(ff1) in its place
-  AlignedBuffer<std::uint16_t> qkv_bf16;  // (N,3C) qkv, the same
+  AlignedBuffer<std::uint16_t> qkv_bf16;  // (N,3C) qkv, the same (int8 too, on a CPU with
+                                          // native bf16: attention's operand)
 };
 
 struct Activations {
@@ -126,7 +128,7 @@ struct Activations {
   float* layer_out(int l);  // (N,C) layer l's output, as embedded()
   Rows layer_in(int l);     // the layer's input (embedded() or layer_out(l-1)), + bf16 slot
                             // (int8: + the quantized slot for l > 0)
-  Rows qkv(int l);          // fp32, or bf16 alone
+  Rows qkv(int l);          // fp32, or bf16 alone (int8 with native bf16: both, see resize)
   Rows att(int l);          // fp32 (bf16: shared) + bf16 slot
   Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot (int8: + the quantized slot)
   Rows ff1(int l);          // fp32, or bf16 alone
@@ -147,8 +149,11 @@ struct Activations {
   bool training_ = false;
   bool bf16_ = false;
   bool int8_ = false;
-  bool all_layers_ = false;  // every layer's buffers hold the capacity (else only layers[0]'s)
-  bool bf16_now_ = false, int8_now_ = false, training_now_ = false, keep_hidden_now_ = true,
+  bool qkv16_ = false;           // layers' qkv_bf16 allocated
+  std::int64_t qkv32_rows_ = 0;  // rows of the layers' fp32 qkv
+  bool all_layers_ = false;      // every layer's buffers hold the capacity (else only layers[0]'s)
+  bool bf16_now_ = false, int8_now_ = false, training_now_ = false, qkv16_now_ = false,
+       qkv_in_ff1_now_ = false, keep_hidden_now_ = true,
        share_layers_now_ = false;  // last resize()'s
   QuantizedRows quantized_slot();  // int8: q8 and its scales, else empty
 };

@@ -59,8 +59,14 @@ void Linear::forward(Rows y, Rows x, std::int64_t M, const RowsDone& then) const
   }
   CHECK(y.f32 != nullptr && (x.f32 != nullptr || x.q8.q != nullptr),
         "int8 product without fp32 operands");
-  if (x.q8.q != nullptr) return linear_forward_int8(y.f32, x.q8, *int8_, b_, M, then);
-  linear_forward_int8(y.f32, x.f32, *int8_, b_, M, then);
+  // y with a bf16 form too (attention's operand): each row rounded into it as it is made.
+  const auto round_then = [&](std::int64_t m0, std::int64_t m1) {
+    cast_f32_to_bf16(y.bf16 + m0 * N_, y.f32 + m0 * N_, (m1 - m0) * N_);
+    if (then) then(m0, m1);
+  };
+  const RowsDone done = y.bf16 != nullptr ? RowsDone(round_then) : then;
+  if (x.q8.q != nullptr) return linear_forward_int8(y.f32, x.q8, *int8_, b_, M, done);
+  linear_forward_int8(y.f32, x.f32, *int8_, b_, M, done);
 }
 
 void Linear::prepare_input(Rows x, std::int64_t m0, std::int64_t m1) const {

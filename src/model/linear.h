@@ -48,7 +48,8 @@ class Linear {
   // y (M,N) = x (M,K)·wᵀ + b. fp32 reads x.f32 into y.f32. bf16 rounds x.f32 (when set) into
   // x.bf16 and reads that; the output goes to y.f32, or, when y has no fp32 form, to y.bf16
   // rounded once from the fp32 sum. int8 reads x.q8 when x has that slot (which
-  // prepare_input must have filled), else quantizes x.f32 itself.
+  // prepare_input must have filled), else quantizes x.f32 itself; it writes y.f32 and, when y
+  // has a bf16 form too, each row's rounding there (for a bf16 kernel that reads it).
   void forward(Rows y, Rows x, std::int64_t M) const;
   // The same, then `then(m0, m1)` on row blocks of y covering [0, M): the element-wise work
   // that follows the product. int8 runs it inside its last pass over y, each thread on its own

@@ -7,8 +7,9 @@ namespace bertfit {
 // gradients, optimizer state, LayerNorm, softmax, attention and the loss stay fp32 (mixed
 // precision as PyTorch's autocast does it).
 // kInt8 (inference only): the encoder layers' products on int8 (gemm.h's linear_forward_int8:
-// weights per output channel, inputs per row, exact int32 sums); everything else, the head's
-// two small products included, in fp32.
+// weights per output channel, inputs per row, exact int32 sums); attention as in kBF16 (q, k,
+// v and the probabilities rounded to bf16 for its per-head products) on a CPU with native bf16
+// products, else in fp32; everything else, the head's two small products included, in fp32.
 enum class Precision { kF32, kBF16, kInt8 };
 
 // The precision that runs on this CPU for the one asked: bf16 without native bf16 products

@@ -18,8 +18,10 @@
 // channel's largest magnitude and inputs to 1/510 of their row's range err by up to ~0.4% and
 // ~0.2% each; sums of K such products average the errors, so each product errs by ~1% of its
 // output's scale, compounding over ≤ 3 layers and amplified by random weights (initializer
-// range 0.3): measured 0.0001–0.039 relative on logits and predictions over the 12 cases;
-// 8e-2 is the bound. Dropping the input's zero-point term (a plausible bug) fails 7 of 12.
+// range 0.3); attention's per-head products on bf16 operands (on CPUs with native bf16) add
+// bf16's ~1.6e-3 per product: measured 0.0001–0.046 relative on logits and predictions over
+// the 12 cases (0.039 with attention in fp32); 8e-2 is the bound. Dropping the input's
+// zero-point term (a plausible bug) fails 7 of 12.
 // The train step is AdamW's first: m̂ = g, v̂ = g², so each parameter moves by
 // −lr · g / (|g| + 1e-8), i.e. by ∓lr wherever |g| is clearly above rounding: checked there.
 #include <gtest/gtest.h>
