@@ -2,6 +2,7 @@
 #include "model/activations.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/check.h"
 
@@ -122,15 +123,16 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     }
   }
   if (int8_) {
-    grow(q8, rows * std::max(C, I));
-    grow(q8_scale, rows);
-    grow(q8_zero, rows);
+    for (auto [slot, width] : {std::pair{&q8_hidden, C}, std::pair{&q8_inner, I}}) {
+      grow(slot->q, rows * width);
+      grow(slot->scale, rows);
+      grow(slot->zero, rows);
+    }
   }
 }
 
-QuantizedRows Activations::quantized_slot() {
-  if (!int8_now_) return {};
-  return {q8.data(), q8_scale.data(), q8_zero.data()};
+QuantizedRows Activations::quantized(QuantizedSlot& slot) {
+  return int8_now_ ? slot.rows() : QuantizedRows{};
 }
 
 float* Activations::embedded() { return keep_hidden_now_ ? x0.data() : shared_hidden.data(); }
@@ -142,7 +144,7 @@ float* Activations::layer_out(int l) {
 
 Rows Activations::layer_in(int l) {
   return {l == 0 ? embedded() : layer_out(l - 1), bf16_now_ ? layer(l).x_bf16.data() : nullptr,
-          l == 0 ? QuantizedRows{} : quantized_slot()};
+          l == 0 ? QuantizedRows{} : quantized(q8_hidden)};
 }
 
 // bf16 keeps qkv, ff1 and act in bf16 only, and att and h1 in buffers shared by all layers (see
@@ -158,7 +160,7 @@ Rows Activations::att(int l) {
 }
 Rows Activations::h1(int l) {
   if (bf16_now_) return Rows{shared_hidden.data(), layer(l).h1_bf16.data()};
-  return Rows{layer(l).h1.data(), nullptr, quantized_slot()};
+  return Rows{layer(l).h1.data(), nullptr, quantized(q8_hidden)};
 }
 Rows Activations::ff1(int l) {
   return bf16_now_ ? Rows{nullptr, layer(l).ff1_bf16.data()} : Rows{layer(l).ff1.data()};
@@ -167,7 +169,7 @@ Rows Activations::act(int l) {
   // Only backward reads ff1 once act is made: an inference forward writes act over it.
   LayerActivations& s = layer(l);
   if (bf16_now_) return Rows{nullptr, training_now_ ? s.act_bf16.data() : s.ff1_bf16.data()};
-  return Rows{training_now_ ? s.act.data() : s.ff1.data(), nullptr, quantized_slot()};
+  return Rows{training_now_ ? s.act.data() : s.ff1.data(), nullptr, quantized(q8_inner)};
 }
 Rows Activations::d_act_rows() {
   return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};

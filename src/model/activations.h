@@ -90,13 +90,18 @@ struct Activations {
   AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
   AlignedBuffer<std::uint16_t> d_act_bf16;          // (N,I) the activation output's gradient
 
-  // int8 only: one quantized slot (N, max(C, I)) u8 with its row scales and zero points,
-  // shared by h1, act and the input of every layer after the first (in that order each is made
-  // by the kernel before its product, quantized as it goes, and read by the product before the
-  // next is made; EncoderLayer::forward).
-  AlignedBuffer<std::uint8_t> q8;
-  AlignedBuffer<float> q8_scale;
-  AlignedBuffer<std::int32_t> q8_zero;
+  // int8 only: the quantized form of a product's input, made by the kernel before the product
+  // (EncoderLayer::forward): C-wide rows for h1 and every layer's input after the first, I-wide
+  // rows for the activation output. Two slots, because a product reads its input in blocks of
+  // rows while its epilogue quantizes the next product's input block by block: h1 -> act ->
+  // next input alternate between them.
+  struct QuantizedSlot {
+    AlignedBuffer<std::uint8_t> q;
+    AlignedBuffer<float> scale;
+    AlignedBuffer<std::int32_t> zero;
+    QuantizedRows rows() { return {q.data(), scale.data(), zero.data()}; }
+  };
+  QuantizedSlot q8_hidden, q8_inner;
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
   // the bf16 copies, int8 the quantized slot.
@@ -154,8 +159,8 @@ struct Activations {
   bool all_layers_ = false;      // every layer's buffers hold the capacity (else only layers[0]'s)
   bool bf16_now_ = false, int8_now_ = false, training_now_ = false, qkv16_now_ = false,
        qkv_in_ff1_now_ = false, keep_hidden_now_ = true,
-       share_layers_now_ = false;  // last resize()'s
-  QuantizedRows quantized_slot();  // int8: q8 and its scales, else empty
+       share_layers_now_ = false;                // last resize()'s
+  QuantizedRows quantized(QuantizedSlot& slot);  // int8: slot's rows, else empty
 };
 
 }  // namespace bertfit

@@ -130,8 +130,10 @@ TEST(BertModel, ActivationsSwitchBetweenSharedAndPerLayerBuffers) {
 // int8 runs LayerNorm, the activation and the next product's quantization inside each product's
 // last pass, every thread on its own rows (Linear::forward's `then`): the logits are the same
 // bits on one thread and two, padded or unpadded, with every product's output over the size
-// at which that pass splits; and they are fp32's within the quantization's error (a product
-// reading a quantized slot that was not filled with its input would be far off).
+// at which that pass splits, and over the 1,024-row blocks the int8 products run in (each
+// block's epilogue quantizes the next product's input while the later blocks still read this
+// one's); and they are fp32's within the quantization's error (a product reading a quantized
+// slot that was not filled with its input, or was overwritten, is far off).
 TEST(BertModel, Int8FusedPassesDoNotDependOnTheThreadCount) {
   if (!has_int8_vnni()) GTEST_SKIP() << "no VNNI on this CPU";
   ModelConfig c = small_test_config(Arch::kDistilBert, 2);
@@ -145,7 +147,7 @@ TEST(BertModel, Int8FusedPassesDoNotDependOnTheThreadCount) {
   BertModel model(c, layout, Precision::kInt8);
   ModelWeights weights = model.make_weights();
   weights.prepare(params.data(), /*with_backward=*/false);
-  const int B = 3, T = 128;
+  const int B = 10, T = 128;  // 1,270 real rows: the int8 products run in blocks of 1,024
   std::mt19937 rng(2);
   std::vector<std::int32_t> ids(B * T), types(B * T, 0), mask(B * T, 1);
   for (auto& id : ids) id = 1 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1));
