@@ -104,7 +104,7 @@ struct Activations {
   QuantizedSlot q8_hidden, q8_inner;
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
-  // the bf16 copies, int8 the quantized slot.
+  // the bf16 copies, int8 the quantized slots.
   // keep_hidden: x0 and every layer's out get their own buffers, so hidden(l) is valid after
   // the forward (fp32 training needs them: its backward reads each layer's input).
   // A forward that is neither for training nor keeps hidden states (inference) runs every layer
