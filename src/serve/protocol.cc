@@ -17,12 +17,30 @@ using nlohmann::json;
 }
 
 // The body as JSON: 422 if it is not UTF-8 (TEI refuses such text as a tokenizer error), 400
-// if it is not JSON or not an object.
+// if it is not JSON or not an object. nlohmann's lexer takes a NUL byte for the end of the input
+// (so `{...}\0garbage` would parse), and JSON allows no raw NUL anywhere, even inside a string:
+// a body holding one is refused before parsing. A top-level key given twice is refused too
+// (nlohmann keeps the last, another parser the first: the two would read different requests).
 json parse_body(std::string_view body) {
   if (!valid_utf8(body)) throw ApiError(422, "tokenizer", "the request body is not valid UTF-8");
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (body.find('\0') != std::string_view::npos) {
+    bad_request("the request body is not valid JSON (a NUL byte)");
+  }
+  std::vector<std::string> keys;
+  std::string duplicate;
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event,
+                                                json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) duplicate = key;
+      keys.push_back(key);
+    }
+    return true;
+  };
+  json j = json::parse(body, note_keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad_request("the request body is not valid JSON");
   if (!j.is_object()) bad_request("the request body must be a JSON object");
+  if (!duplicate.empty()) bad_request(cat("the key `", duplicate, "` is given twice"));
   return j;
 }
 

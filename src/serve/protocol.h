@@ -17,17 +17,24 @@
 namespace bertfit::serve {
 
 // A refusal the client caused: status (400, 401, 413, 422, 429, ...), TEI's error_type
-// ("validation", "empty", "tokenizer", "overloaded", "unauthorized", ...) and a message.
+// ("validation", "empty", "tokenizer", "overloaded", "unauthorized", ...), a message, and the
+// reason /metrics counts it under (default: the error_type; finer where one type has several
+// causes, e.g. "queue_full" beside "overloaded").
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string type, const std::string& message)
-      : std::runtime_error(message), status_(status), type_(std::move(type)) {}
+  ApiError(int status, std::string type, const std::string& message, std::string reason = "")
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        reason_(reason.empty() ? type_ : std::move(reason)) {}
   int status() const { return status_; }
   const std::string& type() const { return type_; }
+  const std::string& reason() const { return reason_; }
 
  private:
   int status_;
   std::string type_;
+  std::string reason_;
 };
 
 // {"error": message, "error_type": type}
@@ -57,8 +64,10 @@ struct PredictRequest {
   bool raw_scores = false;  // scores are the logits
 };
 
-// Throws ApiError: 422 for a body that is not UTF-8, 400 for malformed JSON or wrong types,
-// 400 ("empty") for an empty batch, 413 for a batch of more than max_client_batch_size inputs.
+// Throws ApiError: 422 for a body that is not UTF-8, 400 for malformed JSON or wrong types (a NUL
+// byte anywhere, bytes after the JSON value, or a key given twice in the top-level object are
+// malformed), 400 ("empty") for an empty batch, 413 for a batch of more than
+// max_client_batch_size inputs.
 PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size);
 
 // POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the

@@ -79,6 +79,29 @@ TEST(ServeProtocol, Refusals) {
   }
 }
 
+// JSON that nlohmann alone would take but that another parser reads otherwise: bytes after a NUL
+// (nlohmann's end of input), a NUL inside a string, a top-level key twice (first or last wins).
+TEST(ServeProtocol, AmbiguousBodiesAreRefused) {
+  using namespace std::string_literals;
+  EXPECT_EQ(status_of("{\"inputs\":\"ab\"}\0garbage{{"s), 400);
+  EXPECT_EQ(status_of("{\"inputs\":\"ab\"}\0"s), 400);
+  EXPECT_EQ(status_of("{\"inputs\":\"a\0b\"}"s), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab"} {"inputs": "cd"})"), 400);  // a second value
+  EXPECT_EQ(status_of(R"({"inputs": "ab"} x)"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "inputs": ["c", "d"]})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "truncate": true, "truncate": false})"), 400);
+  // Nested objects may repeat a top-level key's name; an escaped NUL is a character like any.
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "meta": {"inputs": 1}})"), 200);
+  EXPECT_EQ(status_of(R"({"inputs": "a\u0000b"})"), 200);
+  EXPECT_EQ(status_of(" {\"inputs\": \"ab\"}\r\n"), 200);  // white space around the value
+  try {
+    decode_tokenize_request("{\"inputs\":\"ab\"}\0x"s, 4);
+    ADD_FAILURE() << "a NUL byte was accepted by /tokenize";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+  }
+}
+
 TEST(ServeProtocol, Utf8) {
   EXPECT_TRUE(valid_utf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xef\xbf\xbd"));
   EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong
