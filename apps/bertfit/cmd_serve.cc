@@ -2,11 +2,17 @@
 // /tokenize, /health, /info and /metrics for one sequence-classification model folder
 // (src/serve). Loads the model, prepares its weights once, warms the activations up to the
 // largest batch, prints `serve: listening on HOST:PORT` on stderr and serves until SIGINT or
-// SIGTERM, after which it answers the requests in flight and exits 0.
+// SIGTERM, after which it answers the requests in flight and exits 0. The API key may come from
+// --api-key, --api-key-file or $BERTFIT_API_KEY.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -43,7 +49,77 @@ struct ServeOptions {
   std::string api_key;
   int tokenization_workers = 0;
   double read_timeout = 30, idle_timeout = 60;
+  int max_connections = 0;             // 0: what the descriptor limit allows
+  std::int64_t max_queued_tokens = 0;  // 0: 4 batches
+  double max_queue_time = 30;
+  std::string api_key_file;
 };
+
+// Seconds that a timer can hold: finite, positive, at most a year.
+void check_seconds(const char* flag, double value) {
+  if (!(std::isfinite(value) && value > 0 && value <= 365.0 * 86400)) {
+    throw_error(flag, " must be a number of seconds > 0 and <= 31536000, got ", value);
+  }
+}
+
+// The API key: --api-key, else the first line of --api-key-file, else $BERTFIT_API_KEY (the last
+// two keep it out of `ps`). Empty: no authorization.
+std::string api_key(const ServeOptions& o) {
+  if (!o.api_key.empty() && !o.api_key_file.empty()) {
+    throw_error("give --api-key or --api-key-file, not both");
+  }
+  if (!o.api_key_file.empty()) {
+    std::ifstream in(o.api_key_file);
+    std::string key;
+    if (!in || !std::getline(in, key)) {
+      throw_error("--api-key-file ", o.api_key_file, ": cannot read a key from it");
+    }
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) {
+      key.pop_back();
+    }
+    if (key.empty()) throw_error("--api-key-file ", o.api_key_file, ": the first line is empty");
+    return key;
+  }
+  if (!o.api_key.empty()) {
+    log_warn(
+        "serve: --api-key shows the key to anyone who can list processes; "
+        "--api-key-file or BERTFIT_API_KEY keep it hidden");
+    return o.api_key;
+  }
+  const char* env = std::getenv("BERTFIT_API_KEY");
+  return env != nullptr ? env : "";
+}
+
+// The connections the process can hold: raises the soft descriptor limit to the hard one (as Go
+// and nginx do), then leaves room for what is open now and a margin for the model's files.
+int max_connections(int requested) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return requested > 0 ? requested : 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = std::min<rlim_t>(limit.rlim_max, 1 << 20);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  long open = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++open;
+  }
+  const long available = static_cast<long>(std::min<rlim_t>(limit.rlim_cur, 1 << 20)) - open - 32;
+  if (requested > 0) {
+    if (requested > available) {
+      log_warn("serve: --max-connections ", requested, " is over the ", available,
+               " connections `ulimit -n` (", limit.rlim_cur,
+               ") leaves; accepting pauses when descriptors run out");
+    }
+    return requested;
+  }
+  if (available < 1) {
+    throw_error("`ulimit -n` ", limit.rlim_cur, " leaves no descriptor for a connection");
+  }
+  return static_cast<int>(std::min<long>(available, 65536));
+}
 
 const char* dtype_name(Precision p) {
   switch (p) {
@@ -64,9 +140,11 @@ void run(const ServeOptions& o) {
         "--max-concurrent-requests and --max-client-batch-size must be >= 1, "
         "--max-batch-requests >= 0");
   }
-  if (!(o.read_timeout > 0 && o.idle_timeout > 0)) {
-    throw_error("--read-timeout and --idle-timeout must be > 0");
-  }
+  check_seconds("--read-timeout", o.read_timeout);
+  check_seconds("--idle-timeout", o.idle_timeout);
+  check_seconds("--max-queue-time", o.max_queue_time);
+  if (o.max_connections < 0) throw_error("--max-connections must be >= 0, got ", o.max_connections);
+  const std::string key = api_key(o);
   // The model runs on the compute worker's OpenMP team alone (--threads is set there). This
   // thread loads and prepares it with one thread, so it starts no OpenMP pool of its own:
   // libgomp spins between parallel regions only while it manages no more threads than there
@@ -83,26 +161,36 @@ void run(const ServeOptions& o) {
                 " must hold one input of max_position_embeddings (", state.config.max_positions,
                 ") tokens");
   }
+  const std::int64_t max_queued_tokens =
+      o.max_queued_tokens > 0 ? o.max_queued_tokens : 4 * o.max_batch_tokens;
+  if (max_queued_tokens < o.max_batch_tokens) {
+    throw_error("--max-queued-tokens ", o.max_queued_tokens,
+                " must be at least --max-batch-tokens (", o.max_batch_tokens, ")");
+  }
+  const int connections = max_connections(o.max_connections);
   const std::string weights = model_weights_path(folder);
   serve::ServeInfo info{o.model_dir, std::filesystem::path(weights).filename().string(),
                         hub::sha256_file_hex(weights), dtype_name(precision), BERTFIT_VERSION};
 
   serve::Engine engine(state, precision, o.max_batch_tokens);
   serve::Metrics metrics;
-  serve::BatchLimits limits{o.max_batch_tokens, o.max_batch_requests, o.compute.threads};
+  serve::BatchLimits limits{o.max_batch_tokens, o.max_batch_requests, o.compute.threads,
+                            max_queued_tokens, o.max_queue_time};
   serve::Batcher batcher(engine, metrics, limits,
                          [&] { engine.warm_up(tokenizer.cls_id(), tokenizer.sep_id()); });
   const int workers = o.tokenization_workers > 0
                           ? o.tokenization_workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  serve::ServiceOptions service_options{o.max_client_batch_size,
-                                        o.max_concurrent_requests,
-                                        o.auto_truncate,
-                                        o.api_key,
-                                        limits,
-                                        workers};
+  serve::ServiceOptions service_options{
+      o.max_client_batch_size, o.max_concurrent_requests, o.auto_truncate, key, limits, workers};
   serve::Service service(state.config, tokenizer, batcher, metrics, service_options, info);
-  serve::HttpOptions http{o.host, o.port, workers, o.read_timeout, o.idle_timeout};
+  serve::HttpOptions http;
+  http.host = o.host;
+  http.port = o.port;
+  http.threads = workers;
+  http.read_timeout = o.read_timeout;
+  http.idle_timeout = o.idle_timeout;
+  http.max_connections = connections;
   serve::serve_http(http, service, [&](const std::string& host, int port) {
     const bool v6 = host.find(':') != std::string::npos;
     std::fprintf(stderr, "serve: listening on %s%s%s:%d\n", v6 ? "[" : "", host.c_str(),
@@ -146,8 +234,23 @@ void add_serve_command(CLI::App& app) {
         "\"truncate\": false (without it, such inputs are refused with 422 unless the request "
         "says \"truncate\": true)",
         &o->auto_truncate},
-       {"--api-key", "Require `Authorization: Bearer KEY` on every route but /health and /metrics",
+       {"--max-queued-tokens",
+        "Real tokens that may wait for the model; a /predict beyond them is refused with 429; "
+        "0: 4 x --max-batch-tokens",
+        &o->max_queued_tokens},
+       {"--max-queue-time",
+        "Seconds an input may wait for the model; a request that waited longer gets 503 with "
+        "Retry-After",
+        &o->max_queue_time},
+       {"--max-connections",
+        "Open connections; a new one beyond them replaces the connection idle the longest, or is "
+        "closed; 0: what `ulimit -n` allows",
+        &o->max_connections},
+       {"--api-key",
+        "Require `Authorization: Bearer KEY` on every route but /health and /metrics (visible in "
+        "`ps`: prefer --api-key-file or the BERTFIT_API_KEY variable)",
         &o->api_key},
+       {"--api-key-file", "Read the API key from the first line of this file", &o->api_key_file},
        {"--tokenization-workers", "Connection threads, which also tokenize; 0: one per core",
         &o->tokenization_workers},
        {"--read-timeout",

@@ -11,6 +11,8 @@ Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
                  const std::function<void()>& warm_up)
     : engine_(engine), metrics_(metrics), limits_(limits) {
   CHECK(limits_.max_batch_tokens > 0, "max_batch_tokens ", limits_.max_batch_tokens);
+  CHECK(limits_.max_queued_tokens >= limits_.max_batch_tokens, "max_queued_tokens ",
+        limits_.max_queued_tokens);
   worker_ = std::thread([this, &warm_up] { work(warm_up); });
   std::unique_lock lock(mu_);
   wake_.wait(lock, [this] { return ready_; });
@@ -23,25 +25,35 @@ Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
 
 Batcher::~Batcher() { stop(); }
 
-bool Batcher::submit(std::shared_ptr<Job> job) {
+Admission Batcher::submit(std::shared_ptr<Job> job) {
   const std::size_t n = job->inputs.size();
   CHECK(n > 0, "empty job");
+  std::int64_t tokens = 0;
+  for (const Encoding& input : job->inputs) {
+    const auto t = static_cast<std::int64_t>(input.input_ids.size());
+    CHECK(t <= limits_.max_batch_tokens, "input of ", t, " tokens");
+    tokens += t;
+  }
   job->logits.assign(n * engine_.num_labels(), 0.0f);
   job->remaining = n;
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return false;
-    job->enqueued = Clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto tokens = static_cast<std::int64_t>(job->inputs[i].input_ids.size());
-      CHECK(tokens <= limits_.max_batch_tokens, "input of ", tokens, " tokens");
-      queue_.push_back({job, i});
-      queued_tokens_ += tokens;
+    if (stopping_) return Admission::kStopping;
+    if (queued_tokens_ > 0 && queued_tokens_ + tokens > limits_.max_queued_tokens) {
+      return Admission::kFull;
     }
+    job->enqueued = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) queue_.push_back({job, i});
+    queued_tokens_ += tokens;
     metrics_.set_queue_size(static_cast<std::int64_t>(queue_.size()));
   }
   wake_.notify_one();
-  return true;
+  return Admission::kQueued;
+}
+
+bool Batcher::healthy() const {
+  std::lock_guard lock(mu_);
+  return ready_ && !warm_up_error_ && !stopping_ && !last_batch_failed_;
 }
 
 void Batcher::stop() {
@@ -73,18 +85,29 @@ void Batcher::work(const std::function<void()>& warm_up) {
   }
   wake_.notify_all();
   if (error) return;
-  std::vector<Item> batch;
+  std::vector<Item> batch, expired;
+  const auto max_wait = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(limits_.max_queue_seconds));
   for (;;) {
     batch.clear();
+    expired.clear();
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [this] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;  // stopping, and nothing left to compute
-      // Everything queued that fits, in arrival order; the first item always fits.
+      // Everything queued that fits, in arrival order; the first item always fits. Items that
+      // waited too long are set aside, not computed.
+      const Clock::time_point now = Clock::now();
       std::int64_t tokens = 0;
       while (!queue_.empty()) {
         const Item& next = queue_.front();
         const auto t = static_cast<std::int64_t>(next.job->inputs[next.index].input_ids.size());
+        if (now - next.job->enqueued > max_wait) {
+          queued_tokens_ -= t;
+          expired.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+          continue;
+        }
         const bool full = tokens + t > limits_.max_batch_tokens ||
                           (limits_.max_batch_requests > 0 &&
                            static_cast<std::int64_t>(batch.size()) >= limits_.max_batch_requests);
@@ -95,9 +118,18 @@ void Batcher::work(const std::function<void()>& warm_up) {
       }
       queued_tokens_ -= tokens;
       metrics_.set_queue_size(static_cast<std::int64_t>(queue_.size()));
-      metrics_.batch(static_cast<std::int64_t>(batch.size()), tokens);
+      if (!batch.empty()) metrics_.batch(static_cast<std::int64_t>(batch.size()), tokens);
     }
-    run_batch(batch);
+    expire(expired);
+    if (!batch.empty()) run_batch(batch);
+  }
+}
+
+void Batcher::expire(std::vector<Item>& expired) {
+  for (Item& item : expired) {
+    Job& job = *item.job;
+    job.timed_out = job.failed = true;
+    if (--job.remaining == 0) job.on_done(item.job);
   }
 }
 
@@ -116,6 +148,7 @@ void Batcher::run_batch(std::vector<Item>& batch) {
     log_warn("serve: batch of ", batch.size(), " inputs failed: ", e.what());
     failed = true;
   }
+  last_batch_failed_ = failed;
   const double inference = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.inference(inference);
   for (std::size_t i = 0; i < batch.size(); ++i) {

@@ -4,6 +4,11 @@
 // max_batch_tokens real tokens (and max_batch_requests items, if set), runs them as one batch
 // on the Engine, and completes each Job when its last item is done. An idle worker sleeps on a
 // condition variable.
+//
+// Admission is bounded by work, not by count: a job is refused (kFull) when the real tokens
+// already waiting plus its own would pass max_queued_tokens (an empty queue takes any job). An
+// input that has waited over max_queue_seconds when the worker reaches it is not computed: its
+// job completes with timed_out set.
 #pragma once
 
 #include <atomic>
@@ -33,6 +38,7 @@ struct Job {
   // server is stopping without computing them: then failed is set). Must return quickly.
   std::function<void(std::shared_ptr<Job>)> on_done;
   bool failed = false;
+  bool timed_out = false;  // some input waited over max_queue_seconds (then failed is set too)
   // Timing, summed over the inputs (seconds): queue wait and the inference of their batches.
   double queue_seconds = 0, inference_seconds = 0;
 
@@ -45,7 +51,11 @@ struct BatchLimits {
   std::int64_t max_batch_tokens = 16384;  // real tokens per batch
   std::int64_t max_batch_requests = 0;    // inputs per batch; 0: no limit
   int threads = 0;  // the compute worker's OpenMP threads (a per-thread setting); 0: the default
+  std::int64_t max_queued_tokens = 4 * 16384;  // real tokens waiting, at least max_batch_tokens
+  double max_queue_seconds = 30;               // an input's longest wait for the worker
 };
+
+enum class Admission { kQueued, kFull, kStopping };
 
 class Batcher {
  public:
@@ -58,9 +68,13 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues every input of the job (each of at most max_batch_tokens tokens). False if the batcher
-  // is stopped (the job is then not queued and on_done is not called).
-  bool submit(std::shared_ptr<Job> job);
+  // Queues every input of the job (each of at most max_batch_tokens tokens), or none: kFull when
+  // they do not fit in max_queued_tokens, kStopping once stop() has begun. on_done is called only
+  // for a queued job.
+  Admission submit(std::shared_ptr<Job> job);
+
+  // The worker is running and its last batch did not fail; answered at once, never queued.
+  bool healthy() const;
 
   // Computes what is queued, then ends the worker. Idempotent.
   void stop();
@@ -74,6 +88,8 @@ class Batcher {
   };
   void work(const std::function<void()>& warm_up);
   void run_batch(std::vector<Item>& batch);
+  // Completes the inputs that waited too long (taken off the queue by the worker).
+  void expire(std::vector<Item>& expired);
 
   Engine& engine_;
   Metrics& metrics_;
@@ -84,6 +100,7 @@ class Batcher {
   std::int64_t queued_tokens_ = 0;
   bool stopping_ = false;
   bool ready_ = false;
+  std::atomic<bool> last_batch_failed_{false};
   std::exception_ptr warm_up_error_;
   std::thread worker_;
   // The worker's reused buffers.

@@ -1,17 +1,18 @@
 // The Beast/Asio HTTP server of bertfit serve (see http_server.h).
 #include "serve/http_server.h"
 
-// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> (GCC 12, C++20).
-#include <utility>
+#include "serve/http_beast.h"  // first: it includes <utility> before Boost (see there)
 //
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,66 +34,101 @@ std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 
-bool is_http_parse_error(const beast::error_code& ec) {
-  return ec.category() == http::make_error_code(http::error::bad_method).category();
-}
+constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+constexpr auto kWarnEvery = std::chrono::seconds(10);
+// A read buffer larger than this is given back between requests.
+constexpr std::size_t kKeptBufferBytes = 64 << 10;
 
 class Session;
 
-// What the connections share: the options, the service, and the set of live sessions (closed
-// when idle at shutdown).
+// What the connections share: the options, the service, the acceptor, and the live sessions
+// (reaped when idle at the connection limit, closed at shutdown).
 struct Server {
-  Server(const HttpOptions& o, Service& s, net::io_context& c) : options(o), service(s), ioc(c) {}
+  Server(const HttpOptions& o, Service& s, net::io_context& c)
+      : options(o), service(s), metrics(s.metrics()), ioc(c), acceptor(c), accept_retry(c) {}
   const HttpOptions& options;
   Service& service;
+  Metrics& metrics;
   net::io_context& ioc;
+  tcp::acceptor acceptor;
+  net::steady_timer accept_retry;  // only touched by the accept chain (one at a time)
   std::atomic<bool> stopping{false};
   std::atomic<int> sessions{0};
-  std::mutex mu;
+  std::atomic<int> reaped{0};  // sessions being closed by reap_idle, not yet destroyed
+  std::mutex mu;               // guards registry and the warning's rate limit
   std::vector<std::weak_ptr<Session>> registry;
+  Clock::time_point last_warning{};
+  long warnings_held = 0;
 
-  void add(const std::shared_ptr<Session>& s) {
-    std::lock_guard lock(mu);
-    if (registry.size() >= 64 && registry.size() % 64 == 0) {
-      std::erase_if(registry, [](const std::weak_ptr<Session>& w) { return w.expired(); });
-    }
-    registry.push_back(s);
-  }
+  HttpLimits limits() const { return {options.max_header_bytes, options.max_body_bytes}; }
+  void add(const std::shared_ptr<Session>& s);
+  // Closes the connection idle the longest; false if none is idle.
+  bool reap_idle();
+  // Closes every idle connection, and those still reading a request when `reading` is set.
+  void close_all(bool reading);
+  // A warning at most once per kWarnEvery, saying how many were held back.
+  void warn_limited(const std::string& message);
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  enum class Phase { kIdle, kReading, kServing };
+
   Session(tcp::socket socket, Server& server) : stream_(std::move(socket)), server_(server) {
     ++server_.sessions;
   }
-  ~Session() { --server_.sessions; }
+  ~Session() {
+    if (reaped_) --server_.reaped;
+    --server_.sessions;
+  }
 
   void start() {
     net::dispatch(stream_.get_executor(),
                   [self = shared_from_this()] { self->wait_for_request(); });
   }
 
-  // At shutdown: a connection waiting for its next request is closed; one in the middle of a
-  // request is left to finish (its timeouts bound it).
-  void close_if_idle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
-      // Bytes that arrived before the signal are a request in flight: read and answer it.
+  Phase phase() const { return phase_; }
+  // Marks the session as taken by reap_idle (once): true for the first caller.
+  bool take_for_reaping() {
+    if (reaped_.exchange(true)) return false;
+    ++server_.reaped;
+    return true;
+  }
+  bool reaped() const { return reaped_; }
+  Clock::time_point idle_since() const { return Clock::time_point(Clock::duration(idle_since_)); }
+
+  // Closes the connection (on its strand) if it is still idle with nothing received, or, when
+  // `reading` is set, also if it is still reading a request. reason: what /metrics counts.
+  void close_if(bool reading, const char* reason) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), reading, reason] {
+      // Bytes that arrived while idle are a request in flight: read and answer it.
       beast::error_code ec;
-      if (self->idle_ && self->stream_.socket().available(ec) == 0) self->close();
+      const bool idle = self->phase_ == Phase::kIdle && self->stream_.socket().available(ec) == 0;
+      if (idle || (reading && self->phase_ == Phase::kReading)) {
+        if (reason != nullptr) self->server_.metrics.rejection(reason, 0);
+        self->close();
+      } else if (self->reaped_.exchange(false)) {
+        --self->server_.reaped;  // a request arrived first: it stays, and counts again
+      }
     });
   }
 
  private:
   // Between requests: wait up to idle_timeout for the first byte of the next one.
   void wait_for_request() {
+    release_memory();
     if (buffer_.size() > 0) return read_header();  // pipelined: already here
     if (server_.stopping) return close();
-    idle_ = true;
+    set_phase(Phase::kIdle);
     stream_.expires_after(to_ms(server_.options.idle_timeout));
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->idle_ = false;
-                              if (ec) return self->close();
+                              if (ec) {
+                                if (ec == beast::error::timeout) {
+                                  self->server_.metrics.rejection("idle_timeout", 0);
+                                }
+                                return self->close();
+                              }
                               self->buffer_.commit(n);
                               self->read_header();
                             });
@@ -100,10 +136,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // From its first byte, the whole request must arrive within read_timeout.
   void read_header() {
+    set_phase(Phase::kReading);
     start_ = Clock::now();
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header_bytes));
-    parser_->body_limit(server_.options.max_body_bytes);
+    beast_detail::set_limits(*parser_, server_.limits());
     stream_.expires_after(to_ms(server_.options.read_timeout));
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -114,6 +150,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void after_header() {
     const auto& req = parser_->get();
+    if (auto bad = check_framing(beast_detail::framing_headers(req.base()))) {
+      return fail(*bad);
+    }
     auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       continue_ = {http::status::continue_, 11};
@@ -135,24 +174,16 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_failed(const beast::error_code& ec) {
-    if (ec == http::error::body_limit) {
-      return fail(413, "payload_limit",
-                  cat("the request body is over ", server_.options.max_body_bytes, " bytes"));
-    }
-    if (ec == http::error::header_limit) {
-      return fail(431, "validation",
-                  cat("the request headers are over ", server_.options.max_header_bytes, " bytes"));
-    }
-    if (is_http_parse_error(ec) && ec != http::error::end_of_stream &&
-        ec != http::error::partial_message) {
-      return fail(400, "validation", "malformed HTTP request: " + ec.message());
-    }
-    close();  // timeout, hang-up or reset: nobody to answer
+    if (auto refusal = beast_detail::parse_error(ec, server_.limits())) return fail(*refusal);
+    // Timeout, hang-up or reset: nobody to answer.
+    if (ec == beast::error::timeout) server_.metrics.rejection("read_timeout", 0);
+    close();
   }
 
   void dispatch() {
+    set_phase(Phase::kServing);
     stream_.expires_never();  // the compute worker takes what it takes
-    const auto& req = parser_->get();
+    auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
     HttpRequest r;
     r.method = std::string(req.method_string());
@@ -160,8 +191,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto it = req.find(http::field::authorization); it != req.end()) {
       r.authorization = std::string(it->value());
     }
-    r.body = std::move(parser_->get().body());
+    r.body = std::move(req.body());
     r.start = start_;
+    parser_.reset();
     server_.service.handle(std::move(r), [self = shared_from_this()](HttpResponse response) {
       net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->write(std::move(response));
@@ -170,6 +202,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(HttpResponse r) {
+    set_phase(Phase::kServing);
     response_ = {};
     response_.version(11);
     response_.result(static_cast<unsigned>(r.status));
@@ -182,21 +215,36 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(to_ms(server_.options.read_timeout));
     http::async_write(stream_, response_,
                       [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
-                        if (ec) return self->close();
+                        if (ec) {
+                          if (ec == beast::error::timeout) {
+                            self->server_.metrics.rejection("write_timeout", 0);
+                          }
+                          return self->close();
+                        }
                         if (!keep) return self->linger_close();
                         self->wait_for_request();
                       });
   }
 
   // Answers a request that could not be read, then closes.
-  void fail(int status, const std::string& type, const std::string& message) {
+  void fail(const FramingError& e) {
+    server_.metrics.rejection(e.reason, e.status);
     keep_alive_ = false;
-    write(error_response(status, type, message));
+    buffer_.clear();  // nothing after a refused request is read as a request
+    write(error_response(e.status, "validation", e.message));
+  }
+
+  // What a connection keeps between requests: no written answer, no large read buffer.
+  void release_memory() {
+    response_ = {};
+    if (buffer_.size() == 0 && buffer_.capacity() > kKeptBufferBytes) buffer_.shrink_to_fit();
   }
 
   // Closes the sending side, then discards what the client still sends (up to 16 MB or 2 s) so
   // that a client still writing its body reads the answer instead of a reset.
   void linger_close() {
+    release_memory();
+    set_phase(Phase::kServing);
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.expires_after(std::chrono::seconds(2));
@@ -217,33 +265,116 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.socket().close(ec);
   }
 
+  void set_phase(Phase p) {
+    if (p == Phase::kIdle) idle_since_ = Clock::now().time_since_epoch().count();
+    phase_ = p;
+  }
+
   beast::tcp_stream stream_;
   Server& server_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<beast_detail::RequestParser> parser_;
   http::response<http::empty_body> continue_;
   http::response<http::string_body> response_;
   std::array<char, 4096> drain_{};
   std::size_t drained_ = 0;
   Clock::time_point start_;
-  bool idle_ = false;
+  // Read from other threads (reaping, shutdown) as hints; acted on only on this strand.
+  std::atomic<Phase> phase_{Phase::kReading};
+  std::atomic<Clock::rep> idle_since_{0};
+  std::atomic<bool> reaped_{false};
   bool keep_alive_ = true;
 };
 
-void accept(tcp::acceptor& acceptor, Server& server) {
-  acceptor.async_accept(net::make_strand(server.ioc),
-                        [&acceptor, &server](beast::error_code ec, tcp::socket socket) {
-                          if (!ec) {
-                            beast::error_code ignored;
-                            socket.set_option(tcp::no_delay(true), ignored);
-                            auto session = std::make_shared<Session>(std::move(socket), server);
-                            server.add(session);
-                            session->start();
-                          } else if (ec != net::error::operation_aborted) {
-                            log_warn("serve: accept: ", ec.message());
-                          }
-                          if (!server.stopping && acceptor.is_open()) accept(acceptor, server);
-                        });
+void Server::add(const std::shared_ptr<Session>& s) {
+  std::lock_guard lock(mu);
+  if (registry.size() >= 64 && registry.size() % 64 == 0) {
+    std::erase_if(registry, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+  }
+  registry.push_back(s);
+}
+
+bool Server::reap_idle() {
+  std::shared_ptr<Session> oldest;
+  {
+    std::lock_guard lock(mu);
+    for (auto& w : registry) {
+      auto s = w.lock();
+      if (s && !s->reaped() && s->phase() == Session::Phase::kIdle &&
+          (!oldest || s->idle_since() < oldest->idle_since())) {
+        oldest = std::move(s);
+      }
+    }
+    if (!oldest || !oldest->take_for_reaping()) return false;
+  }
+  oldest->close_if(false, "reaped_idle");
+  return true;
+}
+
+void Server::close_all(bool reading) {
+  std::lock_guard lock(mu);
+  for (auto& w : registry) {
+    if (auto s = w.lock()) s->close_if(reading, reading ? "shutdown" : nullptr);
+  }
+}
+
+void Server::warn_limited(const std::string& message) {
+  std::lock_guard lock(mu);
+  const auto now = Clock::now();
+  if (last_warning != Clock::time_point{} && now - last_warning < kWarnEvery) {
+    ++warnings_held;
+    return;
+  }
+  if (warnings_held > 0) {
+    log_warn(message, " (and ", warnings_held, " more in the last ", kWarnEvery.count(), " s)");
+  } else {
+    log_warn(message);
+  }
+  last_warning = now;
+  warnings_held = 0;
+}
+
+// Errors after which accepting at once would fail again at once.
+bool out_of_resources(const beast::error_code& ec) {
+  return ec == net::error::no_descriptors || ec.value() == ENFILE || ec == net::error::no_memory ||
+         ec == net::error::no_buffer_space;
+}
+
+void accept(Server& server);
+
+void on_accepted(Server& server, tcp::socket socket) {
+  if (server.sessions - server.reaped >= server.options.max_connections && !server.reap_idle()) {
+    server.metrics.rejection("max_connections", 0);
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto session = std::make_shared<Session>(std::move(socket), server);
+  server.add(session);
+  session->start();
+}
+
+void accept(Server& server) {
+  server.acceptor.async_accept(
+      net::make_strand(server.ioc), [&server](beast::error_code ec, tcp::socket socket) {
+        if (server.stopping || !server.acceptor.is_open()) return;
+        if (!ec) {
+          on_accepted(server, std::move(socket));
+          return accept(server);
+        }
+        if (ec == net::error::operation_aborted) return;
+        server.metrics.rejection(out_of_resources(ec) ? "accept_no_resources" : "accept_error", 0);
+        server.warn_limited(
+            "serve: accept: " + ec.message() +
+            (out_of_resources(ec) ? "; raise `ulimit -n` or lower --max-connections" : ""));
+        // The pending connection stays in the backlog, so accepting again now would fail at
+        // once: free a descriptor, wait, then try again.
+        if (out_of_resources(ec)) server.reap_idle();
+        server.accept_retry.expires_after(kAcceptRetry);
+        server.accept_retry.async_wait([&server](beast::error_code) { accept(server); });
+      });
 }
 
 }  // namespace
@@ -254,7 +385,7 @@ void serve_http(const HttpOptions& options, Service& service,
   Server server(options, service, ioc);
   service.set_post([&ioc](std::function<void()> f) { net::post(ioc, std::move(f)); });
 
-  tcp::acceptor acceptor(ioc);
+  tcp::acceptor& acceptor = server.acceptor;
   tcp::endpoint endpoint;
   try {
     tcp::resolver resolver(ioc);
@@ -270,15 +401,17 @@ void serve_http(const HttpOptions& options, Service& service,
                 e.code().message());
   }
   const tcp::endpoint bound = acceptor.local_endpoint();
-  accept(acceptor, server);
+  accept(server);
 
-  // Shutdown: stop accepting, close idle connections, and poll until every session has ended;
-  // a second signal exits at once.
+  // Shutdown: stop accepting, close idle connections, give those still reading a request
+  // shutdown_grace to finish it, and poll until every session has ended; a second signal exits
+  // at once.
   net::signal_set signals(ioc, SIGINT, SIGTERM);
-  net::steady_timer poll(ioc);
+  net::steady_timer poll(ioc), grace(ioc);
   std::function<void()> wait_for_sessions = [&] {
     if (server.sessions == 0) {
       signals.cancel();
+      grace.cancel();
       return;
     }
     poll.expires_after(std::chrono::milliseconds(20));
@@ -289,13 +422,12 @@ void serve_http(const HttpOptions& options, Service& service,
     log_info("serve: signal ", signal, ": finishing the requests in flight");
     server.stopping = true;
     beast::error_code ignored;
-    acceptor.close(ignored);
-    {
-      std::lock_guard lock(server.mu);
-      for (auto& w : server.registry) {
-        if (auto s = w.lock()) s->close_if_idle();
-      }
-    }
+    acceptor.close(ignored);  // a pending accept retry then ends at its next attempt
+    server.close_all(false);
+    grace.expires_after(to_ms(std::min(options.shutdown_grace, options.read_timeout)));
+    grace.async_wait([&](beast::error_code e) {
+      if (!e) server.close_all(true);
+    });
     signals.async_wait([](beast::error_code ec2, int second) {
       if (!ec2) std::_Exit(128 + second);
     });

@@ -1,11 +1,21 @@
-// The HTTP/1.1 front of `bertfit serve` (Boost.Beast over Asio; the only file that includes an
-// HTTP library). A few connection threads run every socket asynchronously: no thread waits on
-// a client, and a request waiting for the compute worker holds only its socket. Keep-alive;
-// an idle connection is closed after idle_timeout, a request must arrive whole within
-// read_timeout of its first byte, an answer must be written within read_timeout. Headers over
-// max_header_bytes get 431, bodies over max_body_bytes 413, unparsable requests 400; each then
-// closes the connection. SIGINT / SIGTERM: stop accepting, close idle connections, answer the
-// requests already read, then return.
+// The HTTP/1.1 front of `bertfit serve` (Boost.Beast over Asio, here and in http_framing.cc
+// alone). A few connection threads run every socket asynchronously: no thread waits on a client,
+// and a request waiting for the compute worker holds only its socket. Keep-alive; an idle
+// connection is closed after idle_timeout, a request must arrive whole within read_timeout of its
+// first byte, an answer must be written within read_timeout. Headers over max_header_bytes get
+// 431, bodies over max_body_bytes 413, unparsable or ambiguously framed requests 400
+// (http_framing.h); each then closes the connection. No connection keeps an answer once it is
+// written, nor a large read buffer between requests.
+//
+// At most max_connections connections are open: a new one beyond it takes the place of the
+// connection idle the longest, or is closed at once when none is idle. When the process runs out
+// of descriptors (EMFILE/ENFILE), the acceptor frees an idle connection and waits 50 ms before it
+// accepts again (no spin), warning at most once per 10 s. Every refusal and timeout is counted in
+// /metrics (Metrics::rejection).
+//
+// SIGINT / SIGTERM: stop accepting, close idle connections, answer the requests already read;
+// connections still sending a request get shutdown_grace seconds (at most read_timeout) to finish
+// it, then are closed; then return.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +34,8 @@ struct HttpOptions {
   double idle_timeout = 60;  // seconds
   std::size_t max_body_bytes = 2 << 20;
   std::size_t max_header_bytes = 16 << 10;
+  int max_connections = 1024;
+  double shutdown_grace = 2;  // seconds
 };
 
 // Serves service until SIGINT or SIGTERM, then returns once every request read has been

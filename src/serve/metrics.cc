@@ -61,6 +61,10 @@ void Metrics::request(const std::string& route, int status) {
   std::lock_guard lock(mu_);
   ++requests_[{route, status}];
 }
+void Metrics::rejection(const std::string& reason, int status) {
+  std::lock_guard lock(mu_);
+  ++rejections_[{reason, status}];
+}
 void Metrics::tokenization(double s) {
   std::lock_guard lock(mu_);
   tokenization_.observe(s);
@@ -102,6 +106,13 @@ std::string Metrics::render() const {
   for (const auto& [key, n] : requests_) {
     out += "bertfit_requests_total{route=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  header(out, "bertfit_rejections_total", "counter",
+         "Requests refused and connections closed unanswered (status none), by reason");
+  for (const auto& [key, n] : rejections_) {
+    out += "bertfit_rejections_total{reason=\"" + key.first + "\",status=\"" +
+           (key.second > 0 ? std::to_string(key.second) : std::string("none")) + "\"} " +
+           std::to_string(n) + "\n";
   }
   const std::pair<const Histogram*, const char*> histograms[] = {
       {&tokenization_, "bertfit_tokenization_seconds"},

@@ -1,6 +1,7 @@
 // The server's counters and histograms, rendered in Prometheus' text format (GET /metrics):
 // requests by route and status, the time each input spent being tokenized, queued and computed,
-// whole-request time, batch sizes (sequences and real tokens per batch) and input lengths.
+// whole-request time, batch sizes (sequences and real tokens per batch) and input lengths, and
+// every refusal or timeout by reason and status (0: the connection was closed without an answer).
 // Thread-safe; one mutex, taken briefly per observation.
 #pragma once
 
@@ -33,6 +34,9 @@ class Metrics {
   Metrics();
 
   void request(const std::string& route, int status);
+  // A request refused (status 4xx/5xx) or a connection closed unanswered (status 0): a timeout,
+  // the connection limit, a descriptor shortage, shutdown.
+  void rejection(const std::string& reason, int status);
   void tokenization(double seconds);  // per input
   void queue(double seconds);         // per input: from enqueued to its batch's start
   void inference(double seconds);     // per batch
@@ -46,7 +50,7 @@ class Metrics {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_, rejections_;
   Histogram tokenization_, queue_, inference_, request_, batch_size_, batch_tokens_, input_tokens_;
   std::int64_t queue_size_ = 0, in_flight_ = 0;
 };

@@ -2,9 +2,12 @@
 #include "serve/service.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
 #include "base/error.h"
 
@@ -72,9 +75,18 @@ Service::Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer,
       info_(std::move(info)),
       post_([](std::function<void()> f) { f(); }) {}
 
+// `Bearer KEY` (RFC 6750 §2.1), the scheme in any case (RFC 9110 §11.1).
 bool Service::authorized(const HttpRequest& req) const {
   if (options_.api_key.empty()) return true;
-  return equal_constant_time(req.authorization, "Bearer " + options_.api_key);
+  constexpr std::string_view kScheme = "bearer";
+  const std::string_view header = req.authorization;
+  const bool scheme =
+      header.size() > kScheme.size() && header[kScheme.size()] == ' ' &&
+      std::equal(kScheme.begin(), kScheme.end(), header.begin(),
+                 [](char k, char c) { return k == std::tolower(static_cast<unsigned char>(c)); });
+  std::string_view key = scheme ? header.substr(kScheme.size()) : std::string_view();
+  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  return equal_constant_time(std::string(key), options_.api_key) && scheme;
 }
 
 void Service::handle(HttpRequest req, Respond respond) {
@@ -100,7 +112,7 @@ void Service::handle(HttpRequest req, Respond respond) {
       throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
     }
     if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
-    if (path == "/health") return health(finish);
+    if (path == "/health") return finish(health());
     if (path == "/tokenize") return finish(tokenize(req));
     if (path == "/info") return finish(info());
     HttpResponse r;
@@ -108,8 +120,13 @@ void Service::handle(HttpRequest req, Respond respond) {
     r.content_type = "text/plain; version=0.0.4";
     finish(std::move(r));
   } catch (const ApiError& e) {
-    finish(error_response(e.status(), e.type(), e.what()));
+    metrics_.rejection(e.reason(), e.status());
+    HttpResponse r = error_response(e.status(), e.type(), e.what());
+    if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    if (e.status() == 429 || e.status() == 503) r.headers.emplace_back("Retry-After", "1");
+    finish(std::move(r));
   } catch (const std::exception& e) {
+    metrics_.rejection("backend", 500);
     finish(error_response(500, "backend", e.what()));
   }
 }
@@ -143,7 +160,19 @@ void Service::predict(const HttpRequest& req, Respond respond) {
   job->on_done = [this, place, respond, start, batch, raw, n, tokens, tokenization,
                   characters](std::shared_ptr<Job> done) {
     post_([this, place, respond, start, batch, raw, n, tokens, tokenization, characters, done] {
-      if (done->failed) return respond(error_response(424, "backend", "Inference failed"));
+      if (done->timed_out) {
+        metrics_.rejection("queue_timeout", 503);
+        HttpResponse r =
+            error_response(503, "overloaded",
+                           cat("the request waited over ", options_.limits.max_queue_seconds,
+                               " s (--max-queue-time) for the model"));
+        r.headers.emplace_back("Retry-After", "1");
+        return respond(std::move(r));
+      }
+      if (done->failed) {
+        metrics_.rejection("inference_failed", 424);
+        return respond(error_response(424, "backend", "Inference failed"));
+      }
       const int K = config_.num_labels;
       std::string body;
       if (batch) body += '[';
@@ -167,7 +196,18 @@ void Service::predict(const HttpRequest& req, Respond respond) {
       respond(std::move(r));
     });
   };
-  if (!batcher_.submit(job)) throw ApiError(503, "unhealthy", "the server is shutting down");
+  switch (batcher_.submit(job)) {
+    case Admission::kQueued:
+      return;
+    case Admission::kFull:
+      throw ApiError(429, "overloaded",
+                     cat("Model is overloaded: ", options_.limits.max_queued_tokens,
+                         " tokens (--max-queued-tokens) are already waiting"),
+                     "queue_full");
+    case Admission::kStopping:
+      break;
+  }
+  throw ApiError(503, "unhealthy", "the server is shutting down", "shutting_down");
 }
 
 void Service::append_predictions(std::string& out, const float* logits, bool raw_scores) const {
@@ -200,41 +240,58 @@ void Service::append_predictions(std::string& out, const float* logits, bool raw
   out += list.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-HttpResponse Service::tokenize(const HttpRequest& req) const {
-  TokenizeRequest request = decode_tokenize_request(req.body, options_.max_client_batch_size);
-  json all = json::array();
-  for (const std::string& text : request.inputs) {
-    std::vector<std::int32_t> ids = tokenizer_.tokenize_ids(text);
-    json tokens = json::array();
-    auto add = [&](std::int32_t id, bool special) {
-      // start/stop: the tokenizer keeps no character offsets (null, as TEI sends for tokens
-      // without them).
-      tokens.push_back({{"id", id},
-                        {"text", tokenizer_.token(id)},
-                        {"special", special},
-                        {"start", nullptr},
-                        {"stop", nullptr}});
-    };
-    if (request.add_special_tokens) add(tokenizer_.cls_id(), true);
-    for (std::int32_t id : ids) add(id, false);
-    if (request.add_special_tokens) add(tokenizer_.sep_id(), true);
-    all.push_back(std::move(tokens));
+// Tokenizes every input first and refuses the request past max_batch_tokens tokens (what one
+// batch of the model takes), then writes the answer straight into its string.
+HttpResponse Service::tokenize(const HttpRequest& req) {
+  InFlight place(in_flight_, metrics_);
+  if (place.value() > options_.max_concurrent_requests) {
+    throw ApiError(429, "overloaded", "Model is overloaded");
   }
+  TokenizeRequest request = decode_tokenize_request(req.body, options_.max_client_batch_size);
+  const std::int64_t cap = options_.limits.max_batch_tokens;
+  const std::int64_t specials = request.add_special_tokens ? 2 : 0;
+  std::vector<std::vector<std::int32_t>> all;
+  std::int64_t total = 0;
+  for (const std::string& text : request.inputs) {
+    all.push_back(tokenizer_.tokenize_ids(text));
+    total += static_cast<std::int64_t>(all.back().size()) + specials;
+    if (total > cap) {
+      throw ApiError(413, "validation",
+                     cat("the inputs have over ", cap,
+                         " tokens (--max-batch-tokens); send fewer or shorter texts"),
+                     "tokenize_limit");
+    }
+  }
+  std::string out = "[";
+  auto add = [&](std::int32_t id, bool special, bool first) {
+    // start/stop: the tokenizer keeps no character offsets (null, as TEI sends for tokens
+    // without them).
+    out += first ? "{\"id\":" : ",{\"id\":";
+    out += std::to_string(id);
+    out += ",\"text\":";
+    out += json(tokenizer_.token(id)).dump(-1, ' ', false, json::error_handler_t::replace);
+    out += special ? ",\"special\":true" : ",\"special\":false";
+    out += ",\"start\":null,\"stop\":null}";
+  };
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out += i > 0 ? ",[" : "[";
+    bool first = true;
+    if (request.add_special_tokens) add(tokenizer_.cls_id(), true, std::exchange(first, false));
+    for (std::int32_t id : all[i]) add(id, false, std::exchange(first, false));
+    if (request.add_special_tokens) add(tokenizer_.sep_id(), true, std::exchange(first, false));
+    out += ']';
+  }
+  out += ']';
   HttpResponse r;
-  r.body = all.dump(-1, ' ', false, json::error_handler_t::replace);
+  r.body = std::move(out);
   return r;
 }
 
-void Service::health(Respond respond) {
-  auto job = std::make_shared<Job>();
-  job->inputs.push_back(tokenizer_.encode_ids({}, std::nullopt, 2));
-  job->on_done = [respond](std::shared_ptr<Job> done) {
-    if (done->failed) return respond(error_response(503, "unhealthy", "unhealthy"));
-    HttpResponse r;
-    r.content_type = "text/plain";
-    respond(std::move(r));
-  };
-  if (!batcher_.submit(job)) throw ApiError(503, "unhealthy", "the server is shutting down");
+HttpResponse Service::health() const {
+  if (!batcher_.healthy()) throw ApiError(503, "unhealthy", "unhealthy");
+  HttpResponse r;
+  r.content_type = "text/plain";
+  return r;
 }
 
 HttpResponse Service::info() const {

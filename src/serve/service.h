@@ -3,10 +3,18 @@
 // connection threads). TEI's routes and errors:
 //   POST /predict, POST /, POST /invocations   classify (protocol.h for the body)
 //   POST /tokenize                             the model's tokens per input
-//   GET  /health                               200 once a one-token batch has gone through
+//   GET  /health                               200 while the compute worker runs and its last
+//                                              batch did not fail; answered at once, never
+//                                              queued behind inference
 //   GET  /info                                 model, weights sha256, dtype, labels, limits
 //   GET  /metrics                              Prometheus text (metrics.h)
-// With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY`.
+// With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY` (the
+// scheme in any case); a 401 says `WWW-Authenticate: Bearer`.
+// Bounded work: /predict and /tokenize hold one of max_concurrent_requests places (429 past it);
+// /tokenize answers at most max_batch_tokens tokens a request (413 past it); /predict is admitted
+// by the real tokens already queued (429 past BatchLimits::max_queued_tokens) and answered 503
+// with Retry-After when it waited in the queue over max_queue_seconds. Every refusal is counted
+// in /metrics by reason and status.
 #pragma once
 
 #include <atomic>
@@ -74,12 +82,14 @@ class Service {
   // Answers req through respond, once. Never throws.
   void handle(HttpRequest req, Respond respond);
 
+  Metrics& metrics() { return metrics_; }
+
   int max_input_length() const { return config_.max_positions; }
 
  private:
   void predict(const HttpRequest& req, Respond respond);
-  HttpResponse tokenize(const HttpRequest& req) const;
-  void health(Respond respond);
+  HttpResponse tokenize(const HttpRequest& req);
+  HttpResponse health() const;
   HttpResponse info() const;
   bool authorized(const HttpRequest& req) const;
   // The JSON answer to one input: [{"label", "score"}, ...] by descending score.

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +23,7 @@
 
 namespace bertfit::testing {
 
-ServeProcess::ServeProcess(const std::string& args) {
+ServeProcess::ServeProcess(const std::string& args, const ServeSetup& setup) {
   char tmpl[] = "/tmp/bertfit-serve-err-XXXXXX";
   const int err_fd = ::mkstemp(tmpl);
   if (err_fd < 0) std::abort();
@@ -36,6 +37,12 @@ ServeProcess::ServeProcess(const std::string& args) {
     ::dup2(null_fd, 0);
     ::dup2(null_fd, 1);
     ::dup2(err_fd, 2);
+    if (setup.max_files > 0) {
+      const rlimit limit{static_cast<rlim_t>(setup.max_files),
+                         static_cast<rlim_t>(setup.max_files)};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(126);
+    }
+    for (const auto& [name, value] : setup.env) ::setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
     argv.push_back(nullptr);
@@ -194,6 +201,39 @@ bool HttpClient::closed_by_server(int timeout_ms) {
   char c;
   const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK);
   return n <= 0;
+}
+
+bool HttpClient::has_reply_bytes() {
+  if (!pending_.empty()) return true;
+  if (fd_ < 0) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+long cpu_ticks(pid_t pid) {
+  const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream in(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+int open_idle_connection(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace bertfit::testing

@@ -7,15 +7,22 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertfit::testing {
+
+// How the server process is started beyond its arguments.
+struct ServeSetup {
+  int max_files = 0;  // `ulimit -n` of the server (soft and hard); 0: inherited
+  std::vector<std::pair<std::string, std::string>> env;  // variables set for the server only
+};
 
 class ServeProcess {
  public:
   // Starts `bertfit serve --port 0 <args>` (args are whitespace-separated words) and waits for
   // its listening line (up to 60 s; fails the test otherwise).
-  explicit ServeProcess(const std::string& args);
+  explicit ServeProcess(const std::string& args, const ServeSetup& setup = {});
   // Sends SIGKILL if still running.
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
@@ -64,6 +71,8 @@ class HttpClient {
   bool send_raw(const std::string& bytes);
   HttpReply read_reply();
   bool closed_by_server(int timeout_ms);
+  // Whether any byte of an answer (or the close) has arrived, without waiting.
+  bool has_reply_bytes();
   void close();
 
  private:
@@ -72,5 +81,11 @@ class HttpClient {
   int fd_ = -1;
   std::string pending_;  // bytes read past the last reply
 };
+
+// User + system CPU time of a process so far, in clock ticks (1/100 s here).
+long cpu_ticks(pid_t pid);
+
+// A connection to 127.0.0.1:port that sends nothing (-1 if connect failed); the caller closes it.
+int open_idle_connection(int port);
 
 }  // namespace bertfit::testing
