@@ -143,7 +143,12 @@ void run(const ServeOptions& o) {
   check_seconds("--read-timeout", o.read_timeout);
   check_seconds("--idle-timeout", o.idle_timeout);
   check_seconds("--max-queue-time", o.max_queue_time);
-  if (o.max_connections < 0) throw_error("--max-connections must be >= 0, got ", o.max_connections);
+  for (const auto& [flag, value] :
+       {std::pair<const char*, std::int64_t>{"--max-connections", o.max_connections},
+        {"--max-queued-tokens", o.max_queued_tokens},
+        {"--tokenization-workers", o.tokenization_workers}}) {
+    if (value < 0) throw_error(flag, " must be >= 0 (0: the default), got ", value);
+  }
   const std::string key = api_key(o);
   // The model runs on the compute worker's OpenMP team alone (--threads is set there). This
   // thread loads and prepares it with one thread, so it starts no OpenMP pool of its own:

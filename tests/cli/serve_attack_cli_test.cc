@@ -349,6 +349,8 @@ TEST(ServeAttack, TimersAndLimitsMustBeFinitePositiveNumbers) {
            {" --max-queue-time inf", "--max-queue-time"},
            {" --max-queue-time 0", "--max-queue-time"},
            {" --max-connections -1", "--max-connections"},
+           {" --max-queued-tokens -5", "--max-queued-tokens"},
+           {" --tokenization-workers -2", "--tokenization-workers"},
            {" --max-batch-tokens 4096 --max-queued-tokens 100", "--max-queued-tokens"},
            {" --api-key a --api-key-file /nonexistent", "--api-key-file"},
            {" --api-key-file /nonexistent/key", "/nonexistent/key"}}) {
