@@ -9,6 +9,8 @@
 # the pytorch_model.bin files they read (tests/fixtures/make_torch_checkpoints.py, run with
 # /usr/bin/python3); without it those tests skip.
 # libboost-dev: Boost.Beast/Asio (header-only), the HTTP server of `bertfit serve` (src/serve).
+# chromium and zlib1g-dev: report_cli_test renders `bertfit report`'s page in headless Chromium
+# and decodes the screenshot (PNG: zlib); without Chromium that test checks the page as text.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
@@ -17,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2 python3 python3-torch
+  chromium zlib1g-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -81,6 +81,12 @@ FlagTable training_flags(TrainOptions& o) {
       {"--save-every", "Write a resumable checkpoint every N steps (0: at each evaluation)",
        &o.save_every, false},
       {"--log-every", "Log loss and learning rate every N steps", &o.log_every, false},
+      {"--report-to",
+       "Also write every logged value for: none, or tensorboard (event files in OUTPUT/runs, "
+       "with Trainer's tag names); `bertfit report OUTPUT` draws them as an HTML page either way",
+       choice_target(o.report_to,
+                     {{"none", ReportTo::kNone}, {"tensorboard", ReportTo::kTensorBoard}}),
+       false},
       {"--pad-to-multiple-of", "Dynamic padding: round each batch's length up to this",
        &o.pad_to_multiple_of, true},
       {"--pad-to-max-length",

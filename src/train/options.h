@@ -39,6 +39,9 @@ struct DistributedOptions {
   bool no_pin = false;
 };
 
+// Where the curves go besides metrics.jsonl (Trainer's --report_to).
+enum class ReportTo { kNone, kTensorBoard };
+
 struct TrainOptions {
   std::string model_dir;          // model group: --model as given (saved, compared on resume)
   std::string revision = "main";  // model group: --revision of a Hub repository id
@@ -63,6 +66,7 @@ struct TrainOptions {
   EvalEvery eval_every;
   std::int64_t save_every = 0;  // checkpoint every N steps; 0: at each evaluation
   std::int64_t log_every = 10;
+  ReportTo report_to = ReportTo::kNone;  // tensorboard: event files in OUTPUT/runs
   int pad_to_multiple_of = 8;
   bool pad_to_max_length = false;  // pad every training batch to max_seq_len (HF run_glue's way)
   bool group_by_length = false;    // batches of similar lengths (see SampleStream)

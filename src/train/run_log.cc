@@ -3,15 +3,21 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "base/error.h"
+#include "report/report.h"
 
 namespace bertfit {
 
-RunLog::RunLog(const std::string& path) : file_(std::fopen(path.c_str(), "a")) {
+RunLog::RunLog(const std::string& path, const std::string& tensorboard_dir)
+    : file_(std::fopen(path.c_str(), "a")) {
   if (file_ == nullptr) throw_error(path, ": cannot open for appending");
   tty_ = ::isatty(2) != 0;
+  if (!tensorboard_dir.empty()) {
+    tensorboard_ = std::make_unique<report::EventWriter>(tensorboard_dir);
+  }
 }
 
 RunLog::~RunLog() {
@@ -23,6 +29,11 @@ void RunLog::record(const nlohmann::json& j) {
   std::string line = j.dump() + "\n";
   std::fputs(line.c_str(), file_);
   std::fflush(file_);
+  if (tensorboard_) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    report::write_tensorboard_record(*tensorboard_, j, now);
+  }
 }
 
 void RunLog::progress(std::int64_t step, std::int64_t total, double loss, double lr, double rate,

@@ -93,7 +93,11 @@ TrainLoop::TrainLoop(TrainRun& run)
       o_(run.options),
       plan_(run.plan),
       last_checkpoint_(run.checkpoint_dir.empty() ? -1 : run.plan.start_step) {
-  if (run_.rank == 0) log_ = std::make_unique<RunLog>(join_path(run_.out.path(), "metrics.jsonl"));
+  if (run_.rank == 0) {
+    log_ = std::make_unique<RunLog>(
+        join_path(run_.out.path(), "metrics.jsonl"),
+        o_.report_to == ReportTo::kTensorBoard ? join_path(run_.out.path(), "runs") : "");
+  }
   const int world = run_.world;
   log_info("training ", run_.data.task.name, ": ", plan_.n, " examples, ",
            plan_.total_steps - plan_.start_step, " steps of ", plan_.per_step, " samples (", world,
