@@ -133,5 +133,33 @@ TEST(HelpCli, EachCommandsHelpSaysOnlyWhatAppliesToIt) {
   EXPECT_NE(help_line(r.out, "--batch-size").find("--grad-accum"), std::string::npos);
 }
 
+TEST(HelpCli, AnUnknownCommandIsNamedWithTheNearest) {
+  RunResult r = run_bertfit("trian --model m");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "bertfit: error: unknown command 'trian'; did you mean 'train'?\n");
+  r = run_bertfit("prdict");
+  EXPECT_EQ(r.err, "bertfit: error: unknown command 'prdict'; did you mean 'predict'?\n");
+  r = run_bertfit("frobnicate");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'; the commands are train, eval, predict"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(HelpCli, AnUnknownFlagIsNamedFirst) {
+  RunResult r = run_bertfit("train --model m --output o --lr-scheduler-type cosine");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(
+      r.err.rfind("bertfit: error: unknown flag '--lr-scheduler-type' for 'bertfit train'", 0), 0u)
+      << r.err;
+  r = run_bertfit("predict --model m --input x.tsv --text-a-column t --treshold 0.3");
+  EXPECT_NE(r.err.find("unknown flag '--treshold' for 'bertfit predict'; did you mean "
+                       "'--threshold'?"),
+            std::string::npos)
+      << r.err;
+  r = run_bertfit("eval --model m --task sst2 --data d --split=test --batch-sise=3");
+  EXPECT_NE(r.err.find("unknown flag '--batch-sise'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace bertfit::testing
