@@ -46,7 +46,9 @@ FlagTable data_flags(DataOptions& d) {
        &d.task, true},
       {"--data", "The task's GLUE folder (train.tsv, dev.tsv, ...)", &d.data_dir, true},
       {"--train-file", "Custom training file (.tsv, .csv or .jsonl)", &d.train_file, true},
-      {"--dev-file", "Custom evaluation file (.tsv, .csv or .jsonl; the training file's columns)",
+      {"--dev-file",
+       "Custom evaluation file (.tsv, .csv or .jsonl; the columns named by --text-a-column, "
+       "--text-b-column and --label-column)",
        &d.dev_file, false},
       {"--text-a-column",
        "Column of the first text: a header name, a 0-based index (all digits), or a JSONL key",
