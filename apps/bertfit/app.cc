@@ -1,11 +1,94 @@
 // The bertfit app (see app.h).
 #include "apps/bertfit/app.h"
 
+#include <algorithm>
+#include <set>
 #include <string>
 
 #include "apps/bertfit/commands.h"
 
 namespace bertfit::cli {
+namespace {
+
+// Levenshtein distance.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest to `word`, when it is close: at most a third of its letters differ
+// (a transposition counts 2: "trian" -> "train").
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+  if (word.empty() || word[0] == '-') return "";
+  const std::vector<std::string> names = command_names(app);
+  if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+  const std::string near = nearest(word, names);
+  if (!near.empty()) return "unknown command '" + word + "'; did you mean '" + near + "'?";
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return "unknown command '" + word + "'; the commands are " + list;
+}
+
+std::string unused_arguments_message(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* cmd = &app;
+  for (const CLI::App* sub : app.get_subcommands()) cmd = sub;  // the command that ran
+  const std::vector<std::string> left = app.remaining(true);
+  const std::set<std::string> unused(left.begin(), left.end());
+  std::string flag, word;
+  for (const std::string& a : args) {
+    const std::string name = a.substr(0, a.find('='));  // "--flag=value"
+    if (!unused.count(a) && !unused.count(name)) continue;
+    if (a.size() > 1 && a[0] == '-') {
+      flag = name;
+      break;
+    }
+    if (word.empty()) word = a;
+  }
+  const std::string where = "'bertfit" + (cmd == &app ? "" : " " + cmd->get_name()) + "'";
+  if (flag.empty()) {
+    return "unexpected argument '" + (word.empty() ? left.front() : word) + "' for " + where;
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : cmd->get_options()) {
+    for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
+  }
+  const std::string near = nearest(flag, flags);
+  return "unknown flag '" + flag + "' for " + where +
+         (near.empty() ? "" : "; did you mean '" + near + "'?");
+}
 
 void build_app(CLI::App& app) {
   app.description(

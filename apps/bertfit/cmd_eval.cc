@@ -31,13 +31,15 @@ void run(const EvalOptions& o) {
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
   InferenceModel m = load_for_inference(o.model);
   const ModelState& state = m.state;
-  // A GLUE task's labels come from the task table; custom data is read as the model was
-  // fine-tuned (its problem type and label names).
-  TaskInfo task =
-      !o.data.task.empty() ? glue_task_info(o.data.task) : model_task_info(state.config);
+  // A GLUE task's labels come from the task table, in the model's order when it holds them in
+  // another; custom data is read as the model was fine-tuned (its problem type and label names).
+  TaskInfo task = !o.data.task.empty()
+                      ? in_model_label_order(glue_task_info(o.data.task), state.config)
+                      : model_task_info(state.config);
   check_model_fits_task(state.config, task, o.model.model_dir);
   LoadedExamples examples = load_eval_examples(o.data, o.split, task);
   auto encoded = encode_examples(m.tokenizer, examples.examples, o.model.compute.max_seq_len);
+  report_truncation(examples.path, encoded, o.model.compute.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.compute.batch_size, 8,
                           progress_reporter("eval"));
@@ -62,7 +64,7 @@ void add_eval_command(CLI::App& app) {
   add_flags(*cmd,
             select_flags(data_flags(o->data),
                          {"--task", "--data", "--dev-file", "--text-a-column", "--text-b-column",
-                          "--label-column", "--no-header", "--skip-malformed"}));
+                          "--label-column", "--no-header", "--skip-malformed", "--format"}));
   add_flags(*cmd, {{"--split", "GLUE split (dev, dev_matched, dev_mismatched, train)", &o->split}});
   cmd->callback([o] { run(*o); });
 }

@@ -18,6 +18,7 @@
 #include "data/batch.h"
 #include "data/custom.h"
 #include "model/model_io.h"
+#include "task/dataset.h"
 #include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -83,8 +84,10 @@ void run(const PredictOptions& o) {
   TableOptions table_options;
   table_options.header = !d.no_header;
   table_options.skip_malformed = d.skip_malformed;
+  table_options.format = d.format;
   ColumnTable table = read_columns(o.input, specs, table_options);
   warn_if_index_columns_with_header(table);
+  require_rows(table);
   std::vector<Example> examples(table.rows.size());
   for (std::size_t i = 0; i < table.rows.size(); ++i) {
     examples[i].text_a = table.rows[i][0];
@@ -95,6 +98,7 @@ void run(const PredictOptions& o) {
     log_warn(o.input, ": skipped ", table.skipped_rows, " malformed rows");
   const ComputeOptions& c = o.model.compute;
   auto encoded = encode_examples(m.tokenizer, examples, c.max_seq_len);
+  report_truncation(o.input, encoded, c.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   const int K = state.config.num_labels;
   std::vector<float> logits =
@@ -139,9 +143,13 @@ void add_predict_command(CLI::App& app) {
       "probability and the labels over --threshold (multi-label), or the score (regression). A "
       "row skipped by --skip-malformed gets a line {\"row\", \"line\", \"skipped\": why}.");
   add_inference_flags(*cmd, o->model);
-  add_flags(*cmd, {{"--input", "Input file (.tsv, .csv or .jsonl)", &o->input}});
-  add_flags(*cmd, select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column",
-                                                     "--no-header", "--skip-malformed"}));
+  add_flags(*cmd, {{"--input",
+                    "Input file (.tsv, .csv or .jsonl; '-': standard input, with "
+                    "--format)",
+                    &o->input}});
+  add_flags(*cmd,
+            select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column", "--no-header",
+                                               "--skip-malformed", "--format"}));
   add_flags(*cmd, {{"--id-column", "Column copied to each output line as \"id\"", &o->id_column},
                    {"--output", "Write predictions here (default: stdout)", &o->output},
                    {"--threshold", "Multi-label: a label applies when its probability exceeds this",

@@ -26,8 +26,7 @@ struct TokenizeOptions {
   std::string vocab_file;
   std::string tokenizer_file;
   std::string input;
-  DataOptions data;                   // the text columns, --no-header, --skip-malformed
-  std::optional<TableFormat> format;  // unset: from the --input extension
+  DataOptions data;  // the text columns, --no-header, --skip-malformed
   int max_seq_len = 512;
 };
 
@@ -73,7 +72,7 @@ void run_tokenize(const TokenizeOptions& o) {
   std::vector<std::string> columns = {d.text_a_column};
   if (pair) columns.push_back(d.text_b_column);
   TableOptions table_options;
-  table_options.format = o.format;
+  table_options.format = d.format;
   table_options.header = !d.no_header;
   table_options.skip_malformed = d.skip_malformed;
   ColumnTable table = read_columns(o.input, columns, table_options);
@@ -130,19 +129,16 @@ void add_tokenize_command(CLI::App& app) {
               &o->tokenizer_file},
              {"--input",
               "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "
-              ".jsonl/.json (one object per line); see --format",
+              ".jsonl/.json (one object per line); '-': standard input (with --format)",
               &o->input}});
-  add_flags(*cmd, select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column",
-                                                     "--no-header", "--skip-malformed"}));
+  add_flags(*cmd,
+            select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column", "--no-header",
+                                               "--skip-malformed", "--format"}));
   // Not the compute group's --max-seq-len: tokenize's default is 512, the largest BERT input.
   add_flags(*cmd, {{"--max-seq-len",
                     "Maximum tokens per row including [CLS] and [SEP]; longer inputs are truncated "
                     "(longest first for pairs)",
-                    &o->max_seq_len},
-                   {"--format", "Input format (default: from the --input extension)",
-                    choice_target(o->format, {{"tsv", TableFormat::kTsv},
-                                              {"csv", TableFormat::kCsv},
-                                              {"jsonl", TableFormat::kJsonl}})}});
+                    &o->max_seq_len}});
   cmd->get_option("--input")->required();
   cmd->get_option("--text-a-column")->required();
   cmd->callback([o] { run_tokenize(*o); });

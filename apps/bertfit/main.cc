@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "apps/bertfit/app.h"
 #include "base/error.h"
@@ -11,8 +13,20 @@
 int main(int argc, char** argv) {
   CLI::App app;
   bertfit::cli::build_app(app);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty()) {
+    const std::string unknown = bertfit::cli::unknown_command_message(app, args.front());
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "bertfit: error: %s\n", unknown.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    std::fprintf(stderr, "bertfit: error: %s; run with --help for more information\n",
+                 bertfit::cli::unused_arguments_message(app, args).c_str());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const bertfit::Error& e) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "base/error.h"
@@ -21,6 +22,13 @@ std::string read_file(const std::string& path) {
   std::ostringstream os;
   os << in.rdbuf();
   if (in.bad()) throw_error(path, ": read error");
+  return os.str();
+}
+
+std::string read_stdin() {
+  std::ostringstream os;
+  os << std::cin.rdbuf();
+  if (std::cin.bad()) throw_error("standard input: read error");
   return os.str();
 }
 

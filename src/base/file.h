@@ -10,6 +10,8 @@ namespace bertfit {
 
 // Reads a whole file; throws Error naming the path if it is missing or unreadable.
 std::string read_file(const std::string& path);
+// All of standard input.
+std::string read_stdin();
 
 // Writes data to path.tmp.<pid>, fsyncs, renames over path. Throws Error on failure.
 void write_file_atomic(const std::string& path, std::string_view data);

@@ -17,7 +17,14 @@ struct EncodedExample {
   std::vector<std::int32_t> type_ids;  // 0 for a, 1 for b
   float label = 0.0f;
   std::vector<std::int32_t> label_ids;  // multi-label: the class ids present
+  std::int64_t truncated_tokens = 0;    // tokens cut to fit max_len
 };
+
+// How much truncation cut: rows that lost tokens and the tokens they lost.
+struct Truncation {
+  std::int64_t rows = 0, tokens = 0;
+};
+Truncation count_truncation(const std::vector<EncodedExample>& encoded);
 
 // Encodes every example with tokenizer.encode(text_a, text_b, max_len) (truncation
 // longest_first), in parallel. Errors name the example's line.

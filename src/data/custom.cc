@@ -42,7 +42,8 @@ LoadedExamples examples_from_table(const ColumnTable& table, const ColumnSpec& c
       if (scheme.kind == LabelKind::kClass && scheme.names.size() < 2) {
         throw_error(path, ": the label column '", *columns.label, "' holds a single value '",
                     scheme.names.front(),
-                    "'; classification needs at least two classes (or give the label list)");
+                    "'; classification needs at least two classes (name them all with --labels "
+                    "NAME,NAME,...)");
       }
       if (scheme.names.empty()) {
         throw_error(path, ": the label column '", *columns.label,

@@ -31,6 +31,7 @@ std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
         out[i].type_ids = std::move(enc.token_type_ids);
         out[i].label = ex.label;
         out[i].label_ids = ex.label_ids;
+        out[i].truncated_tokens = enc.truncated_tokens;
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);
         if (failed_index < 0 || i < failed_index) {
@@ -46,6 +47,15 @@ std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
                 "): ", failure);
   }
   return out;
+}
+
+Truncation count_truncation(const std::vector<EncodedExample>& encoded) {
+  Truncation t;
+  for (const EncodedExample& e : encoded) {
+    t.rows += e.truncated_tokens > 0 ? 1 : 0;
+    t.tokens += e.truncated_tokens;
+  }
+  return t;
 }
 
 }  // namespace bertfit

@@ -413,6 +413,12 @@ ColumnTable parse_columns(std::string_view content, const std::string& path,
 
 ColumnTable read_columns(const std::string& path, const std::vector<std::string>& columns,
                          const TableOptions& options) {
+  if (path == "-") {  // standard input: no extension to tell the format
+    if (!options.format) {
+      throw_error("reading standard input ('-') needs its format: give --format tsv, csv or jsonl");
+    }
+    return parse_columns(read_stdin(), kStdinName, columns, options);
+  }
   TableFormat format = options.format ? *options.format : table_format_for_path(path);
   TableOptions resolved = options;
   resolved.format = format;

@@ -28,6 +28,8 @@ enum class TableFormat { kTsv, kCsv, kJsonl };
 
 // .tsv/.txt -> TSV, .csv -> CSV, .jsonl/.json -> JSONL; Error naming the path otherwise.
 TableFormat table_format_for_path(const std::string& path);
+// How messages name standard input, which read_columns reads for the path "-".
+inline constexpr const char* kStdinName = "<stdin>";
 const char* table_format_name(TableFormat format);  // "tsv", "csv", "jsonl"
 
 // A column spec that is all digits is a 0-based index; anything else is a header name (or a
@@ -74,10 +76,11 @@ struct ColumnTable {
   std::vector<bool> list_column;
 };
 
-// Reads path and selects columns. Errors (bertfit::Error): missing/unreadable file, unknown
-// extension, unknown column name (lists the header), a name given for a file without header,
-// and, without skip_malformed, the first malformed row as "FILE:LINE: ...". An empty file or a
-// file with only a header yields no rows: call require_rows() where rows are needed.
+// Reads path ("-": standard input, which needs options.format) and selects columns. Errors
+// (bertfit::Error): missing/unreadable file, unknown extension, unknown column name (lists the
+// header), a name given for a file without header, and, without skip_malformed, the first malformed
+// row as "FILE:LINE: ...". An empty file or a file with only a header yields no rows: call
+// require_rows() where rows are needed.
 ColumnTable read_columns(const std::string& path, const std::vector<std::string>& columns,
                          const TableOptions& options = {});
 // The same on in-memory content; path is used for the format (unless given) and in messages.

@@ -16,19 +16,25 @@ FlagTable model_flags(std::string& model_dir, std::string& revision) {
   };
 }
 
-FlagTable compute_flags(ComputeOptions& c) {
+FlagTable compute_flags(ComputeOptions& c, ComputeUse use) {
+  const bool train = use == ComputeUse::kTrain;
+  std::vector<Choice<Precision>> precisions = {{"fp32", Precision::kF32},
+                                               {"bf16", Precision::kBF16}};
+  if (!train) precisions.push_back({"int8", Precision::kInt8});
+  ParsedTarget precision = choice_target(c.precision, precisions);
+  if (train) precision.accepted += " (int8 is for inference: eval, predict, serve)";
   return {
       {"--precision",
-       "Matrix products in fp32, bf16 (bf16 inputs, fp32 accumulation, fp32 master weights) or "
-       "int8 (inference only: int8 weights and inputs on VNNI, fp32 elsewhere)",
-       choice_target(
-           c.precision,
-           {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}, {"int8", Precision::kInt8}}),
-       true},
+       train ? "Matrix products in fp32 or bf16 (bf16 inputs, fp32 accumulation, fp32 master "
+               "weights)"
+             : "Matrix products in fp32, bf16 (bf16 inputs, fp32 accumulation) or int8 (int8 "
+               "weights and inputs on VNNI, fp32 elsewhere)",
+       precision, true},
       {"--threads", "Compute threads; 0: this process's share of the cores", &c.threads, false},
       {"--batch-size",
-       "Examples per forward pass, per process (a training step takes --grad-accum of them on "
-       "every rank)",
+       train ? "Examples per forward pass, per process (a training step takes --grad-accum of "
+               "them on every rank)"
+             : "Examples per forward pass",
        &c.batch_size, true},
       {"--max-seq-len", "Truncate each example to this many tokens", &c.max_seq_len, true},
   };
@@ -40,7 +46,9 @@ FlagTable data_flags(DataOptions& d) {
        &d.task, true},
       {"--data", "The task's GLUE folder (train.tsv, dev.tsv, ...)", &d.data_dir, true},
       {"--train-file", "Custom training file (.tsv, .csv or .jsonl)", &d.train_file, true},
-      {"--dev-file", "Custom evaluation file (.tsv, .csv or .jsonl; the training file's columns)",
+      {"--dev-file",
+       "Custom evaluation file (.tsv, .csv or .jsonl; the columns named by --text-a-column, "
+       "--text-b-column and --label-column)",
        &d.dev_file, false},
       {"--text-a-column",
        "Column of the first text: a header name, a 0-based index (all digits), or a JSONL key",
@@ -57,6 +65,38 @@ FlagTable data_flags(DataOptions& d) {
        &d.skip_malformed, true},
       {"--regression", "Custom files: the label is a number (MSE loss, one output)", &d.regression,
        true},
+      {"--format",
+       "Format of the data files (tsv: split on TAB only; csv: RFC 4180 quoting; jsonl: one "
+       "object per line); default: from each file's extension. Needed for '-' (standard input)",
+       choice_target(d.format, {{"tsv", std::optional(TableFormat::kTsv)},
+                                {"csv", std::optional(TableFormat::kCsv)},
+                                {"jsonl", std::optional(TableFormat::kJsonl)}}),
+       true},
+  };
+}
+
+FlagTable head_flags(HeadOptions& h) {
+  return {
+      {"--num-labels",
+       "Outputs of the classification head (1: regression); 0: from the task or the data",
+       &h.num_labels, true},
+      {"--labels",
+       "Class names in id order, comma-separated (NAME,NAME,...): the head's labels; default: the "
+       "model's names when the data's are among them, else the data's sorted",
+       &h.labels, true},
+      {"--problem-type",
+       "regression, single_label_classification or multi_label_classification; auto: from the "
+       "task, the data or the model",
+       choice_target(h.problem_type,
+                     {{"auto", std::optional<ProblemType>()},
+                      {"regression", std::optional(ProblemType::kRegression)},
+                      {"single_label_classification", std::optional(ProblemType::kSingleLabel)},
+                      {"multi_label_classification", std::optional(ProblemType::kMultiLabel)}}),
+       true},
+      {"--ignore-mismatched-sizes",
+       "Start a new classification head when the model's has another number of outputs (the "
+       "encoder's weights are kept)",
+       &h.ignore_mismatched_sizes, true},
   };
 }
 

@@ -5,9 +5,13 @@
 // affects_trajectory must match when a run resumes.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "data/table.h"
 #include "flags/flag.h"
+#include "model/config.h"
 #include "model/precision.h"
 
 namespace bertfit {
@@ -25,7 +29,11 @@ struct ComputeOptions {
   int max_seq_len = 128;                  // tokens per example after truncation
 };
 
-FlagTable compute_flags(ComputeOptions& compute);
+// Who computes: the help says only what applies to it (training: fp32 or bf16 with fp32 master
+// weights, a step of --grad-accum batches; inference: fp32, bf16 or int8, one batch at a time).
+enum class ComputeUse { kInference, kTrain };
+
+FlagTable compute_flags(ComputeOptions& compute, ComputeUse use = ComputeUse::kInference);
 
 // Where the examples come from: a GLUE task folder, or custom files with named columns.
 struct DataOptions {
@@ -38,10 +46,22 @@ struct DataOptions {
   std::string label_column;
   bool no_header = false;
   bool skip_malformed = false;
-  bool regression = false;  // custom files: the label column holds numbers
+  bool regression = false;            // custom files: the label column holds numbers
+  std::optional<TableFormat> format;  // custom files and --input: unset, from the extension
 };
 
 FlagTable data_flags(DataOptions& data);
+
+// What the classification head is for (train): set, they override what the task, the data and
+// the model would decide (task/dataset.h: decide_train_task).
+struct HeadOptions {
+  int num_labels = 0;                       // 0: from the task or the data
+  std::vector<std::string> labels;          // class names in id order (empty: decided)
+  std::optional<ProblemType> problem_type;  // nullopt: from the task, the data or the model
+  bool ignore_mismatched_sizes = false;     // a head of another size is started anew
+};
+
+FlagTable head_flags(HeadOptions& head);
 
 // --overwrite-output-dir (train, init): see train/output_dir.h.
 FlagTable overwrite_flags(bool& overwrite_output_dir);

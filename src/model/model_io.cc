@@ -4,6 +4,7 @@
 #include "model/model_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -51,7 +52,7 @@ std::string arch_hint(const Checkpoint& checkpoint, const ModelConfig& config) {
 }  // namespace
 
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
-                                 const ModelConfig& config) {
+                                 const ModelConfig& config, bool reinit_mismatched_head) {
   const std::string prefix = config.arch == Arch::kBert ? "bert." : "distilbert.";
   CheckpointMatch match;
   bool any_prefixed = false;
@@ -83,9 +84,16 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
       match.names.emplace_back();
       continue;
     }
+    used.insert(name);
+    const bool classifier = e.role == Role::kClsW || e.role == Role::kClsB;
+    if (t->shape != e.shape && classifier && reinit_mismatched_head) {
+      match.mismatched.push_back(cat(name, ": found shape ", t->shape.str(),
+                                     " in the checkpoint and ", e.shape.str(), " in the model"));
+      match.names.emplace_back();
+      continue;
+    }
     match.names.push_back(name);
     if (head) head_present.insert(module_of(name));
-    used.insert(name);
     if (t->shape != e.shape) {
       throw_error(t->file, ": tensor '", name, "' has shape ", t->shape.str(), ", expected ",
                   e.shape.str(), " from config.json");
@@ -152,18 +160,66 @@ Checkpoint open_model_weights(const std::string& dir) {
   return open_weights(dir, *find_weights(dir));
 }
 
-ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
+std::optional<int> checkpoint_head_outputs(const std::string& dir) {
+  const Checkpoint checkpoint = open_model_weights(dir);
+  const CheckpointTensor* t = checkpoint.find("classifier.weight");
+  if (t == nullptr || t->shape.rank() != 2) return std::nullopt;
+  return static_cast<int>(t->shape.dims[0]);
+}
+
+namespace {
+
+// The first element of a tensor that is NaN or infinite: an error naming the tensor (a
+// diverged or corrupt checkpoint would otherwise give NaN logits labelled as a class).
+void check_finite(const float* values, std::int64_t n, const std::string& tensor,
+                  const std::string& file) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(values[i])) {
+      throw_error(file, ": tensor '", tensor, "' holds ", values[i], " at element ", i,
+                  "; a model's weights must be finite numbers");
+    }
+  }
+}
+
+// transformers' warning for weights a model starts without (modeling_utils.py).
+void say_new_head(const CheckpointMatch& match, const ModelConfig& config,
+                  const ParamLayout& layout, const std::string& dir) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < match.names.size(); ++i) {
+    if (match.names[i].empty()) names.push_back("'" + layout.entries()[i].name + "'");
+  }
+  if (names.empty()) return;
+  const std::string model_class = config.arch == Arch::kBert
+                                      ? "BertForSequenceClassification"
+                                      : "DistilBertForSequenceClassification";
+  std::string text =
+      cat("Some weights of ", model_class, " were not initialized from the model checkpoint at ",
+          dir, " and are newly initialized");
+  if (!match.mismatched.empty()) {
+    text += cat(" because the shapes did not match: ", join(match.mismatched, 4), "; newly ",
+                "initialized");
+  }
+  text += cat(": [", join(names, 8),
+              "]. You should probably TRAIN this model on a down-stream task to be able to use it "
+              "for predictions and inference.");
+  if (log_config().rank == 0) log_warn(text);
+}
+
+}  // namespace
+
+ModelState load_model(const std::string& dir, const LoadOptions& options) {
   const std::string config_path = join_path(dir, "config.json");
   if (is_directory(dir) && !path_exists(config_path)) {
     throw_error(dir, ": no config.json in the model folder");
   }
   const WeightsFile& weights = *find_weights(dir);  // the folder's errors before config.json's
   json hf = read_json_file(config_path);
-  ModelState state(parse_model_config_json(hf, config_path));
+  ModelState state(options.config ? *options.config : parse_model_config_json(hf, config_path));
   state.hf_config = std::move(hf);
   const Checkpoint checkpoint = open_weights(dir, weights);
   const std::string& weights_path = checkpoint.path();
-  CheckpointMatch match = match_checkpoint(checkpoint, state.layout, state.config);
+  CheckpointMatch match =
+      match_checkpoint(checkpoint, state.layout, state.config, options.reinit_mismatched_head);
   const auto& entries = state.layout.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (!match.names[i].empty()) {
@@ -173,13 +229,13 @@ ModelState load_model(const std::string& dir, std::uint64_t head_init_seed) {
       // Copied: the mapping's pages need not stay resident beside the parameters (loading
       // would otherwise peak at twice the weights).
       drop_resident_pages(t->bytes);
+      check_finite(state.params.data() + entries[i].offset, entries[i].size, match.names[i],
+                   t->file);
     } else {
-      init_param_tensor(state.layout, state.config, i, head_init_seed, state.params.data());
+      init_param_tensor(state.layout, state.config, i, options.head_init_seed, state.params.data());
     }
   }
-  if (!match.initialised.empty()) {
-    log_info("initialised ", join(match.initialised, 8), " (not in checkpoint ", weights_path, ")");
-  }
+  say_new_head(match, state.config, state.layout, dir);
   if (!match.ignored.empty()) {
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
              arch_name(state.config.arch),

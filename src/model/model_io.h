@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,11 @@ struct CheckpointMatch {
   // Per layout entry: the tensor's name in the checkpoint, or "" for a head to initialise.
   std::vector<std::string> names;
   std::vector<std::string> initialised;  // head modules absent from the checkpoint
-  std::vector<std::string> ignored;      // floating tensors the layout does not use
-  bool base_model_names = false;         // names lack the "distilbert." / "bert." prefix
+  // "classifier.weight: found shape [2, 32] in the checkpoint and [3, 32] in the model": the
+  // classifier tensors of another number of outputs, initialised anew (reinit_mismatched_head).
+  std::vector<std::string> mismatched;
+  std::vector<std::string> ignored;  // floating tensors the layout does not use
+  bool base_model_names = false;     // names lack the "distilbert." / "bert." prefix
 };
 
 // Checks that every layout tensor is in the checkpoint with exactly its shape and a floating
@@ -41,9 +45,15 @@ struct CheckpointMatch {
 // missing head (pre_classifier / pooler, classifier; each module wholly absent) as
 // from_pretrained does. Non-floating buffers (e.g. bert.embeddings.position_ids) are skipped.
 // Throws Error naming the file (the index, for a tensor missing from a sharded checkpoint) and
-// the tensor.
+// the tensor. With reinit_mismatched_head, classifier tensors whose shape differs are not an
+// error but initialised anew (transformers' ignore_mismatched_sizes).
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
-                                 const ModelConfig& config);
+                                 const ModelConfig& config, bool reinit_mismatched_head = false);
+
+// The number of outputs of the classifier in the weights of model folder `dir`
+// (classifier.weight's first dimension), or nullopt when they hold none (a base model, whose
+// head a run must create). Reads tensor headers only.
+std::optional<int> checkpoint_head_outputs(const std::string& dir);
 
 // The weights of model folder `dir` in transformers' order of preference
 // (PreTrainedModel.from_pretrained): dir/model.safetensors, model.safetensors.index.json,
@@ -54,12 +64,22 @@ std::string model_weights_path(const std::string& dir);
 // Opens model_weights_path(dir) in its format, with its shards if it is an index.
 Checkpoint open_model_weights(const std::string& dir);
 
+struct LoadOptions {
+  // Replaces config.json's reading (a training run's labels and problem type); config.json's
+  // other keys are still kept for saving. Null: config.json as it is.
+  const ModelConfig* config = nullptr;
+  bool reinit_mismatched_head = false;  // see match_checkpoint
+  std::uint64_t head_init_seed = 42;
+};
+
 // Loads dir/config.json and the folder's weights (open_model_weights); fp16, bf16 and fp64
-// tensors become fp32. Head modules absent from the checkpoint are initialised as transformers
-// does (with head_init_seed), with a log line; unused floating tensors are ignored with a
-// warning. Throws Error for a missing folder or file, a checkpoint bertfit refuses (see
-// io/pytorch.h and io/checkpoint.h), or any mismatch.
-ModelState load_model(const std::string& dir, std::uint64_t head_init_seed = 42);
+// tensors become fp32. Head modules absent from the checkpoint (or mismatched, with
+// reinit_mismatched_head) are initialised as transformers does (with head_init_seed), said
+// once on stderr in transformers' words; unused floating tensors are ignored with a warning.
+// Throws Error for a missing folder or file, a checkpoint bertfit refuses (see io/pytorch.h
+// and io/checkpoint.h), any mismatch, or a parameter that is NaN or infinite (naming the
+// tensor).
+ModelState load_model(const std::string& dir, const LoadOptions& options = {});
 
 // Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order), vocab.txt and
 // tokenizer_config.json / special_tokens_map.json, each atomically. vocab_source is a vocab

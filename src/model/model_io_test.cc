@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 
 #include "base/error.h"
@@ -199,6 +200,61 @@ TEST_F(ModelIo, MissingPoolerOfABertBaseModelIsInitialised) {
   ModelState state = load_model(dir);
   const auto& pooler_b = state.layout.entry(Role::kPreB);
   for (std::int64_t i = 0; i < pooler_b.size; ++i) EXPECT_EQ(state.params[pooler_b.offset + i], 0);
+}
+
+TEST_F(ModelIo, ClassifierOfAnotherSizeIsRefusedOrStartedAnew) {
+  const std::string dir = kGolden + "distilbert-tiny/model";
+  ASSERT_EQ(checkpoint_head_outputs(dir), std::optional<int>(2));
+  ModelState golden = load_model(dir);
+  ModelConfig three = golden.config;
+  three.num_labels = 3;
+  three.id2label = {"a", "b", "c"};
+  std::string msg = error_of([&] { load_model(dir, {.config = &three}); });
+  EXPECT_NE(msg.find("'classifier.weight' has shape [2, 64], expected [3, 64]"), std::string::npos)
+      << msg;
+  ModelState state = load_model(dir, {.config = &three, .reinit_mismatched_head = true});
+  EXPECT_EQ(state.config.id2label, three.id2label);
+  for (const ParamEntry& e : state.layout.entries()) {
+    if (e.role == Role::kClsW || e.role == Role::kClsB) continue;
+    const ParamEntry& g = golden.layout.entries()[&e - state.layout.entries().data()];
+    EXPECT_EQ(
+        std::memcmp(state.params.data() + e.offset, golden.params.data() + g.offset, e.size * 4), 0)
+        << e.name;
+  }
+  const ParamEntry& cls_b = state.layout.entry(Role::kClsB);
+  for (std::int64_t i = 0; i < cls_b.size; ++i) EXPECT_EQ(state.params[cls_b.offset + i], 0);
+}
+
+TEST_F(ModelIo, BaseModelHasNoHeadOutputs) {
+  std::string dir = rewritten("bert-tiny", [](const std::string& n) {
+    return n.rfind("classifier", 0) == 0 ? std::nullopt : std::optional(n);
+  });
+  EXPECT_EQ(checkpoint_head_outputs(dir), std::nullopt);
+  EXPECT_EQ(checkpoint_head_outputs(kGolden + "bert-tiny/model"), std::optional<int>(3));
+}
+
+TEST_F(ModelIo, NonFiniteWeightIsRefusedNamingTheTensor) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto src = SafetensorsFile::open(kGolden + "distilbert-tiny/model/model.safetensors");
+    const TensorInfo* t = src.find("distilbert.transformer.layer.1.ffn.lin2.bias");
+    ASSERT_NE(t, nullptr);
+    std::vector<float> values(t->shape.numel());
+    src.read_f32(*t, values.data());
+    values[5] = bad;
+    std::string dir = rewritten("distilbert-tiny",
+                                [](const std::string& n) {
+                                  return n == "distilbert.transformer.layer.1.ffn.lin2.bias"
+                                             ? std::nullopt
+                                             : std::optional(n);
+                                },
+                                {{"distilbert.transformer.layer.1.ffn.lin2.bias",
+                                  SafetensorsDType::kF32, t->shape, values.data()}});
+    std::string msg = error_of([&] { load_model(dir); });
+    EXPECT_NE(msg.find("'distilbert.transformer.layer.1.ffn.lin2.bias'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("element 5"), std::string::npos) << msg;
+    fs::remove_all(dir);
+  }
 }
 
 TEST_F(ModelIo, HalfAHeadModuleIsAnError) {

@@ -217,6 +217,7 @@ Encoding WordPieceTokenizer::encode_ids(std::vector<std::int32_t> a,
     }
   }
   Encoding e;
+  e.truncated_tokens = static_cast<std::int64_t>(a.size() + (pair ? b->size() : 0) - la - lb);
   const std::size_t total = la + lb + static_cast<std::size_t>(specials);
   e.input_ids.reserve(total);
   e.input_ids.push_back(cls_id_);

@@ -31,6 +31,7 @@ struct Encoding {
   std::vector<std::int32_t> input_ids;
   std::vector<std::int32_t> token_type_ids;
   std::vector<std::int32_t> attention_mask;  // all ones (no padding is added here)
+  std::int64_t truncated_tokens = 0;         // tokens of a and b cut to fit max_len
 };
 
 class WordPieceTokenizer {

@@ -198,6 +198,15 @@ TEST(Tokenizer, SingleEncodingAndSmallMaxLen) {
   EXPECT_EQ(p.token_type_ids, (Ids{0, 0, 1}));
 }
 
+TEST(Tokenizer, TruncatedTokensCountsWhatWasCut) {
+  const auto& t = uncased();
+  EXPECT_EQ(t.encode("Hello, world!", std::nullopt, 128).truncated_tokens, 0);  // 4 tokens
+  EXPECT_EQ(t.encode("Hello, world!", std::nullopt, 4).truncated_tokens, 2);
+  EXPECT_EQ(t.encode("Hello, world!", std::nullopt, 2).truncated_tokens, 4);
+  EXPECT_EQ(t.encode_ids(iota_ids(7, 1000), iota_ids(4, 2000), 3 + 6).truncated_tokens, 5);
+  EXPECT_EQ(t.encode_ids(iota_ids(3, 1000), iota_ids(4, 2000), 3 + 7).truncated_tokens, 0);
+}
+
 void expect_error(const std::function<void()>& f, const std::string& needle) {
   try {
     f();

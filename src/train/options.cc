@@ -124,8 +124,9 @@ FlagTable distributed_flags(DistributedOptions& d) {
 }
 
 FlagTable train_flags(TrainOptions& o) {
-  return join_flags({model_flags(o.model_dir, o.revision), compute_flags(o.compute),
-                     data_flags(o.data), training_flags(o), distributed_flags(o.dist)});
+  return join_flags({model_flags(o.model_dir, o.revision),
+                     compute_flags(o.compute, ComputeUse::kTrain), data_flags(o.data),
+                     head_flags(o.head), training_flags(o), distributed_flags(o.dist)});
 }
 
 namespace {
@@ -191,11 +192,6 @@ void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) 
 void validate_train_options(const TrainOptions& o) {
   if (o.model_dir.empty()) throw_error("--model is required");
   if (o.output_dir.empty()) throw_error("--output is required");
-  if (o.compute.precision == Precision::kInt8) {
-    throw_error(
-        "--precision int8 is for inference (predict, eval, bench infer); train in bf16 or fp32 and "
-        "predict with int8");
-  }
   const DataOptions& d = o.data;
   bool glue = !d.task.empty() || !d.data_dir.empty();
   bool custom = !d.train_file.empty();
@@ -210,6 +206,10 @@ void validate_train_options(const TrainOptions& o) {
   if (custom && (d.text_a_column.empty() || d.label_column.empty())) {
     throw_error("--train-file needs --text-a-column and --label-column");
   }
+  if (d.train_file == "-" && d.dev_file == "-") {
+    throw_error("--train-file and --dev-file cannot both be '-': standard input is read once");
+  }
+  if (o.head.num_labels < 0) throw_error("--num-labels must be >= 1, got ", o.head.num_labels);
   for (auto [flag, value] : {std::pair{"--epochs", o.epochs},
                              {"--lr", o.lr},
                              {"--weight-decay", o.weight_decay},

@@ -50,6 +50,7 @@ struct TrainOptions {
   std::string resolved_model;
   ComputeOptions compute;  // compute group
   DataOptions data;        // data group
+  HeadOptions head;        // head group: labels and problem type of the head
   // The training group.
   std::string output_dir;
   bool overwrite_output_dir = false;  // replace an --output that holds a model or a run

@@ -17,24 +17,28 @@
 namespace bertfit {
 namespace {
 
-// Reads and encodes the run's examples; the model's config takes the task's labels and problem
-// type (they are saved with the model).
-RunData load_run_data(const TrainOptions& o, ModelState& state) {
+// Reads and encodes the run's examples, and decides the task and the model's config for it
+// (labels and problem type, saved with the model) from the config.json and the weights'
+// classifier of `source` (the model, or the checkpoint resumed).
+RunData load_run_data(const TrainOptions& o, const std::string& source) {
   const std::string& model = o.model_folder();
+  const std::string config_path = join_path(source, "config.json");
+  if (is_directory(source) && !path_exists(config_path)) {
+    throw_error(source, ": no config.json in the model folder");
+  }
+  const std::optional<int> head_outputs = checkpoint_head_outputs(source);
+  const ModelConfig config = load_model_config(config_path);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(model);
-  check_tokenizer_fits(tokenizer, state.config, model);
+  check_tokenizer_fits(tokenizer, config, model);
   const int max_seq_len = o.compute.max_seq_len;
-  if (max_seq_len > state.config.max_positions) {
+  if (max_seq_len > config.max_positions) {
     throw_error("--max-seq-len ", max_seq_len, " exceeds the model's max_position_embeddings (",
-                state.config.max_positions, ") in ", model);
+                config.max_positions, ") in ", model);
   }
   const DataOptions& d = o.data;
-  TrainData train_data = load_train_data(d, state.config, model);
+  TrainData train_data = load_train_data(d, o.head, config, head_outputs, source);
   const TaskInfo& task = train_data.task;
   const LoadedExamples& train = train_data.loaded;
-  check_model_fits_task(state.config, task, model);
-  if (!task.regression()) state.config.id2label = task.label_names;
-  state.config.problem_type = task.problem_type();
   if (train.skipped_rows > 0) {
     log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
   }
@@ -44,9 +48,15 @@ RunData load_run_data(const TrainOptions& o, ModelState& state) {
       dev_sets.emplace_back(split, load_eval_examples(d, split, task));
     }
   }
-  RunData data{task, encode_examples(tokenizer, train.examples, max_seq_len), {}};
+  RunData data{task,
+               train_data.config,
+               train_data.new_head,
+               encode_examples(tokenizer, train.examples, max_seq_len),
+               {}};
+  report_truncation(train.path, data.train, max_seq_len);
   for (auto& [split, loaded] : dev_sets) {
     data.dev.emplace_back(split, encode_examples(tokenizer, loaded.examples, max_seq_len));
+    report_truncation(loaded.path, data.dev.back().second, max_seq_len);
   }
   return data;
 }
@@ -145,8 +155,10 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       world(comm.world()),
       checkpoint_dir(options.resume.empty() ? "" : find_checkpoint(options.resume)),
       out(options.output_dir, options.overwrite_output_dir, options.model_folder(), checkpoint_dir),
-      state(load_model(checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir)),
-      data(load_run_data(options, state)),
+      data(
+          load_run_data(options, checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir)),
+      state(load_model(checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir,
+                       {.config = &data.config, .reinit_mismatched_head = data.new_head})),
       model(state.config, state.layout, runnable_precision(options.compute.precision)),
       optimizer(state.layout, {.weight_decay = options.weight_decay}),
       plan(plan_run(options, world, static_cast<std::int64_t>(data.train.size()), checkpoint_dir,

@@ -27,9 +27,11 @@ namespace bertfit {
 // quota) evenly unless --no-pin.
 void set_up_process(const TrainOptions& options, const Communicator& comm);
 
-// The examples of a run, encoded, and the task they belong to.
+// The examples of a run, encoded, the task they belong to and the model's config for it.
 struct RunData {
   TaskInfo task;
+  ModelConfig config;     // the model's config.json with the task's labels and problem type
+  bool new_head = false;  // the checkpoint's classifier is replaced (--ignore-mismatched-sizes)
   std::vector<EncodedExample> train;
   std::vector<std::pair<std::string, std::vector<EncodedExample>>> dev;  // (split, examples)
 };
@@ -66,8 +68,8 @@ struct TrainRun {
   const int rank, world;
   const std::string checkpoint_dir;  // resumed from (empty: a fresh run)
   OutputDir out;
+  RunData data;  // decided before the weights load: the head's size comes from the data
   ModelState state;
-  RunData data;
   BertModel model;
   AdamW optimizer;
   RunPlan plan;  // resuming loads the optimizer's moments

@@ -83,7 +83,7 @@ TEST(TrainCliInt8, TrainingInInt8IsRefusedWithAMessage) {
   RunResult r =
       run_bertfit("train --model " + (tmp / "m") + " --output " + (tmp / "out") + " --train-file " +
                   (tmp / "d.tsv") + " --text-a-column text --label-column label --precision int8");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.exit_code, 0);  // refused by the flag itself: train does not offer int8
   EXPECT_NE(r.err.find("int8 is for inference"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
 }

@@ -27,10 +27,13 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
 }
 
-RunResult run_bertfit(const std::string& args) {
+RunResult run_bertfit(const std::string& args) { return run_bertfit_stdin(args, ""); }
+
+RunResult run_bertfit_stdin(const std::string& args, const std::string& input) {
   TempDir tmp;
-  std::string cmd =
-      bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" + (tmp / "err");
+  write_text(tmp / "in", input);
+  std::string cmd = bertfit_binary() + " " + args + " <" + (tmp / "in") + " >" + (tmp / "out") +
+                    " 2>" + (tmp / "err");
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -19,6 +19,8 @@ std::string shared_dir();
 
 // Runs `bertfit <args>` through /bin/sh (args are shell words) with stdin from /dev/null.
 RunResult run_bertfit(const std::string& args);
+// The same with `input` as standard input.
+RunResult run_bertfit_stdin(const std::string& args, const std::string& input);
 
 // `bertfit init` of a tiny model (2 layers, hidden 32, 2 heads) with num_labels labels into dir.
 void init_tiny_model(const std::string& dir, const std::string& arch = "distilbert",

@@ -82,13 +82,19 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
 // predict: the predictions file), --seed (what it seeds), --input and --vocab (what the command
 // accepts),
 // --arch (init: none, model_type of --config; bench: distilbert), --max-seq-len (tokenize: 512,
-// the largest BERT input; elsewhere the compute group's 128).
+// the largest BERT input; elsewhere the compute group's 128), --num-labels (init: a fresh
+// model's labels; train: the head's outputs, 0 deciding from the data).
 const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-    {"train", "--output"},   {"init", "--output"},         {"predict", "--output"},
-    {"convert", "--output"}, {"train", "--seed"},          {"init", "--seed"},
-    {"forward", "--seed"},   {"predict", "--input"},       {"tokenize", "--input"},
-    {"init", "--vocab"},     {"tokenize", "--vocab"},      {"init", "--arch"},
-    {"bench", "--arch"},     {"tokenize", "--max-seq-len"}};
+    {"train", "--output"},   {"init", "--output"},          {"predict", "--output"},
+    {"convert", "--output"}, {"train", "--seed"},           {"init", "--seed"},
+    {"forward", "--seed"},   {"predict", "--input"},        {"tokenize", "--input"},
+    {"init", "--vocab"},     {"tokenize", "--vocab"},       {"init", "--arch"},
+    {"bench", "--arch"},     {"tokenize", "--max-seq-len"}, {"init", "--num-labels"}};
+
+// Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
+// words train accepts and what they mean there differ from inference's.
+const std::set<std::pair<std::string, std::string>> kTrainVariants = {{"train", "--precision"},
+                                                                      {"train", "--batch-size"}};
 
 TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
   CLI::App app;
@@ -99,6 +105,7 @@ TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
     for (const CLI::Option* opt : cmd->get_options()) {
       const std::string flag = opt->get_name();
       if (kOwnFlags.count({cmd->get_name(), flag}) > 0) continue;
+      if (kTrainVariants.count({cmd->get_name(), flag}) > 0) continue;
       const std::string text = opt->get_description() + " default=" + opt->get_default_str();
       auto [it, inserted] = first.emplace(flag, std::pair{cmd->get_name(), text});
       if (inserted) continue;
@@ -108,6 +115,50 @@ TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
     }
   }
   EXPECT_GT(shared, 20);  // --model, --threads, --precision, the data flags, --help, ...
+}
+
+// Each command's help says only what applies to it.
+TEST(HelpCli, EachCommandsHelpSaysOnlyWhatAppliesToIt) {
+  for (const char* cmd : {"eval", "predict", "serve", "bench", "forward"}) {
+    RunResult r = run_bertfit(std::string(cmd) + " --help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("--grad-accum"), std::string::npos) << cmd << ":\n" << r.out;
+    EXPECT_EQ(r.out.find("master weights"), std::string::npos) << cmd << ":\n" << r.out;
+    EXPECT_NE(help_line(r.out, "--precision").find("int8"), std::string::npos) << cmd;
+  }
+  RunResult r = run_bertfit("train --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(help_line(r.out, "--precision").find("int8"), std::string::npos)
+      << help_line(r.out, "--precision");
+  EXPECT_NE(help_line(r.out, "--batch-size").find("--grad-accum"), std::string::npos);
+}
+
+TEST(HelpCli, AnUnknownCommandIsNamedWithTheNearest) {
+  RunResult r = run_bertfit("trian --model m");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "bertfit: error: unknown command 'trian'; did you mean 'train'?\n");
+  r = run_bertfit("prdict");
+  EXPECT_EQ(r.err, "bertfit: error: unknown command 'prdict'; did you mean 'predict'?\n");
+  r = run_bertfit("frobnicate");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'; the commands are train, eval, predict"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(HelpCli, AnUnknownFlagIsNamedFirst) {
+  RunResult r = run_bertfit("train --model m --output o --lr-scheduler-type cosine");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(
+      r.err.rfind("bertfit: error: unknown flag '--lr-scheduler-type' for 'bertfit train'", 0), 0u)
+      << r.err;
+  r = run_bertfit("predict --model m --input x.tsv --text-a-column t --treshold 0.3");
+  EXPECT_NE(r.err.find("unknown flag '--treshold' for 'bertfit predict'; did you mean "
+                       "'--threshold'?"),
+            std::string::npos)
+      << r.err;
+  r = run_bertfit("eval --model m --task sst2 --data d --split=test --batch-sise=3");
+  EXPECT_NE(r.err.find("unknown flag '--batch-sise'"), std::string::npos) << r.err;
 }
 
 }  // namespace
