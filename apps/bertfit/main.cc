@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& e) {
-    std::fprintf(stderr, "bertfit: error: %s; run with --help for more information\n",
-                 bertfit::cli::unused_arguments_message(app, args).c_str());
+    // The message may end in a question ("did you mean ...?"): then no semicolon after it.
+    const std::string message = bertfit::cli::unused_arguments_message(app, args);
+    std::fprintf(stderr, "bertfit: error: %s%s run with --help for more information\n",
+                 message.c_str(), message.ends_with('?') ? "" : ";");
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -154,7 +154,7 @@ TEST(HelpCli, AnUnknownFlagIsNamedFirst) {
       << r.err;
   r = run_bertfit("predict --model m --input x.tsv --text-a-column t --treshold 0.3");
   EXPECT_NE(r.err.find("unknown flag '--treshold' for 'bertfit predict'; did you mean "
-                       "'--threshold'?"),
+                       "'--threshold'? run with --help"),
             std::string::npos)
       << r.err;
   r = run_bertfit("eval --model m --task sst2 --data d --split=test --batch-sise=3");
