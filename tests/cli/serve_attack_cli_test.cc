@@ -1,5 +1,6 @@
-// `bertfit serve` under attack, through the binary over loopback: descriptor exhaustion and
-// connection floods (no spin, a bounded log, new clients answered), bounded /tokenize, request
+// `bertfit serve` under attack, through the binary over loopback: connection floods (idle
+// connections reaped first, new clients answered; descriptor exhaustion itself is in
+// serve_descriptor_cli_test.cc), bounded /tokenize, request
 // smuggling through Transfer-Encoding, NUL bytes in a body, the queue's token budget and deadline,
 // /health never waiting behind inference, every refusal and timeout in /metrics, timers that must
 // be finite, the API key from a file or the environment, and a shutdown that does not wait for a
@@ -66,65 +67,10 @@ std::string raw_post(const std::string& path, const std::string& body) {
          "\r\n\r\n" + body;
 }
 
-// The value of one metric line (`name{labels} value`), -1 when absent.
-long metric(const std::string& metrics, const std::string& line_start) {
-  const auto at = metrics.find("\n" + line_start + " ");  // not the # HELP line
-  return at == std::string::npos ? -1L : std::atol(metrics.c_str() + at + line_start.size() + 2);
-}
-
-long count_lines(const std::string& text) {
-  return static_cast<long>(std::count(text.begin(), text.end(), '\n'));
-}
-
 void expect_answers(int port) {
   HttpClient client(port);
   HttpReply r = client.post("/predict", R"({"inputs": "still here"})");
   EXPECT_EQ(r.status, 200) << r.body;
-}
-
-// The flood that once spun: more idle connections than `ulimit -n` allows, with
-// --max-connections above the limit so that accept() does fail with EMFILE. For 10 s the server
-// must sleep between attempts (CPU < 1 s), write < 100 log lines, and answer afterwards.
-TEST(ServeAttack, DescriptorExhaustionNeitherSpinsNorFloodsTheLog) {
-  ServeProcess server("--model " + models().tiny + kFast + " --max-connections 1000",
-                      ServeSetup{64, {}});
-  ASSERT_TRUE(server.started());
-  const long lines_before = count_lines(server.err());
-  const long cpu_before = cpu_ticks(server.pid());
-  std::vector<int> flood;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < end) {
-    // Keep ~100 idle connections open; connections the server closed are replaced.
-    for (auto it = flood.begin(); it != flood.end();) {
-      char c;
-      if (::recv(*it, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0) {
-        ::close(*it);
-        it = flood.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    while (flood.size() < 100) {
-      const int fd = open_idle_connection(server.port());
-      if (fd < 0) break;
-      flood.push_back(fd);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  const long cpu = cpu_ticks(server.pid()) - cpu_before;
-  for (int fd : flood) ::close(fd);
-  EXPECT_LT(cpu, 100) << "the server used " << cpu << " ticks of CPU in a 10 s flood";
-  const std::string err = server.err();
-  EXPECT_LT(count_lines(err) - lines_before, 100) << err.substr(0, 2000);
-  EXPECT_NE(err.find("Too many open files"), std::string::npos) << err.substr(0, 2000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  expect_answers(server.port());
-  HttpClient client(server.port());
-  const std::string m = client.get("/metrics").body;
-  EXPECT_GT(metric(m, "bertfit_rejections_total{reason=\"accept_no_resources\",status=\"none\"}"),
-            0)
-      << m;
-  EXPECT_EQ(server.stop(SIGTERM), 0) << server.err();
 }
 
 // Under the default --max-connections (what `ulimit -n` leaves), a flood never reaches EMFILE: a
@@ -140,7 +86,8 @@ TEST(ServeAttack, ConnectionLimitReapsIdleConnectionsFirst) {
   expect_answers(server.port());  // while the flood is still open
   HttpClient client(server.port());
   const std::string m = client.get("/metrics").body;
-  EXPECT_GT(metric(m, "bertfit_rejections_total{reason=\"reaped_idle\",status=\"none\"}"), 0) << m;
+  EXPECT_GT(metric_value(m, "bertfit_rejections_total{reason=\"reaped_idle\",status=\"none\"}"), 0)
+      << m;
   EXPECT_EQ(server.err().find("Too many open files"), std::string::npos) << server.err();
   for (int fd : flood) ::close(fd);
   // A cap of one connection: a second client replaces the first while it is idle.
@@ -148,7 +95,15 @@ TEST(ServeAttack, ConnectionLimitReapsIdleConnectionsFirst) {
   ASSERT_TRUE(one.started());
   HttpClient first(one.port()), second(one.port());
   EXPECT_EQ(first.get("/health").status, 200);
-  EXPECT_EQ(second.get("/health").status, 200);
+  // The first connection turns idle once its answer is written, which the client may see
+  // before the server has gone back to waiting: until then the second is closed at once (none
+  // idle). So it tries again, up to 2 s.
+  int status = 0;
+  for (int attempt = 0; attempt < 40 && status != 200; ++attempt) {
+    status = second.get("/health").status;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(status, 200);
   EXPECT_TRUE(first.closed_by_server(5000));
 }
 
@@ -214,8 +169,8 @@ TEST(ServeAttack, RequestSmugglingThroughTransferEncodingIsRefused) {
                     size + "\r\n" + body + "\r\n0\r\n\r\n"));
   EXPECT_EQ(good.read_reply().status, 200);
   HttpClient metrics(server.port());
-  EXPECT_EQ(metric(metrics.get("/metrics").body,
-                   "bertfit_rejections_total{reason=\"bad_framing\",status=\"400\"}"),
+  EXPECT_EQ(metric_value(metrics.get("/metrics").body,
+                         "bertfit_rejections_total{reason=\"bad_framing\",status=\"400\"}"),
             4);
 }
 
@@ -256,8 +211,8 @@ TEST(ServeAttack, TheQueueHasATokenBudgetAndADeadline) {
     }
     EXPECT_GT(full, 0);
     HttpClient client(server.port());
-    EXPECT_GT(metric(client.get("/metrics").body,
-                     "bertfit_rejections_total{reason=\"queue_full\",status=\"429\"}"),
+    EXPECT_GT(metric_value(client.get("/metrics").body,
+                           "bertfit_rejections_total{reason=\"queue_full\",status=\"429\"}"),
               0);
     // One request larger than the budget is still taken by an empty queue.
     EXPECT_EQ(client.post("/predict", batch_body(16, 400)).status, 200);
@@ -273,8 +228,8 @@ TEST(ServeAttack, TheQueueHasATokenBudgetAndADeadline) {
   EXPECT_NE(r.body.find("--max-queue-time"), std::string::npos) << r.body;
   // A single input does not wait.
   EXPECT_EQ(client.post("/predict", R"({"inputs": "alone"})").status, 200);
-  EXPECT_EQ(metric(client.get("/metrics").body,
-                   "bertfit_rejections_total{reason=\"queue_timeout\",status=\"503\"}"),
+  EXPECT_EQ(metric_value(client.get("/metrics").body,
+                         "bertfit_rejections_total{reason=\"queue_timeout\",status=\"503\"}"),
             1);
 }
 
@@ -291,14 +246,14 @@ TEST(ServeAttack, HealthNeverWaitsBehindInference) {
   HttpClient observer(server.port());
   long queued = 0;
   for (int i = 0; i < 500 && queued < 8; ++i) {
-    queued = metric(observer.get("/metrics").body, "bertfit_queue_size");
+    queued = metric_value(observer.get("/metrics").body, "bertfit_queue_size");
   }
   ASSERT_GE(queued, 8);
   HttpClient health(server.port());
   EXPECT_EQ(health.get("/health").status, 200);
   // The last request queued is not answered yet: /health went ahead of it.
   EXPECT_FALSE(workers.back()->has_reply_bytes());
-  EXPECT_GT(metric(observer.get("/metrics").body, "bertfit_queue_size"), 0);
+  EXPECT_GT(metric_value(observer.get("/metrics").body, "bertfit_queue_size"), 0);
   for (auto& w : workers) EXPECT_EQ(w->read_reply().status, 200);
 }
 
@@ -334,9 +289,10 @@ TEST(ServeAttack, EveryRefusalAndTimeoutIsCounted) {
            {"bertfit_rejections_total{reason=\"malformed_http\",status=\"400\"}", 1},
            {"bertfit_rejections_total{reason=\"read_timeout\",status=\"none\"}", 1},
            {"bertfit_rejections_total{reason=\"not_found\",status=\"404\"}", 1}}) {
-    EXPECT_EQ(metric(m, line), n) << line << "\n" << m;
+    EXPECT_EQ(metric_value(m, line), n) << line << "\n" << m;
   }
-  EXPECT_GE(metric(m, "bertfit_rejections_total{reason=\"idle_timeout\",status=\"none\"}"), 1) << m;
+  EXPECT_GE(metric_value(m, "bertfit_rejections_total{reason=\"idle_timeout\",status=\"none\"}"), 1)
+      << m;
 }
 
 TEST(ServeAttack, TimersAndLimitsMustBeFinitePositiveNumbers) {

@@ -214,6 +214,15 @@ long cpu_ticks(pid_t pid) {
   return utime + stime;
 }
 
+long metric_value(const std::string& metrics, const std::string& line_start) {
+  const auto at = metrics.find("\n" + line_start + " ");
+  return at == std::string::npos ? -1L : std::atol(metrics.c_str() + at + line_start.size() + 2);
+}
+
+long count_lines(const std::string& text) {
+  return static_cast<long>(std::count(text.begin(), text.end(), '\n'));
+}
+
 int open_idle_connection(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;

@@ -85,6 +85,11 @@ class HttpClient {
 // User + system CPU time of a process so far, in clock ticks (1/100 s here).
 long cpu_ticks(pid_t pid);
 
+// The value of one /metrics line (`name{labels} value`, not a # HELP line); -1 when absent.
+long metric_value(const std::string& metrics, const std::string& line_start);
+
+long count_lines(const std::string& text);
+
 // A connection to 127.0.0.1:port that sends nothing (-1 if connect failed); the caller closes it.
 int open_idle_connection(int port);
 
