@@ -53,4 +53,12 @@ void init_tiny_model(const std::string& dir, const std::string& arch, int num_la
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
+std::string last_line(const std::string& out) {
+  const auto end = out.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  const auto begin = out.rfind('\n', end);
+  const std::size_t start = begin == std::string::npos ? 0 : begin + 1;
+  return out.substr(start, end + 1 - start);
+}
+
 }  // namespace bertfit::testing

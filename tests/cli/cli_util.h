@@ -27,6 +27,9 @@ void init_tiny_model(const std::string& dir, const std::string& arch = "distilbe
                      int num_labels = 2, int seed = 7);
 
 std::string read_text(const std::string& path);
+
+// The last non-empty line of a command's output (e.g. the JSON summary `eval` prints last).
+std::string last_line(const std::string& out);
 void write_text(const std::string& path, const std::string& text);
 
 }  // namespace bertfit::testing

@@ -21,11 +21,7 @@ namespace fs = std::filesystem;
 
 std::string glue(const std::string& task) { return shared_dir() + "/data/glue/" + task; }
 
-nlohmann::json last_json(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  auto begin = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
-}
+nlohmann::json last_json(const std::string& out) { return nlohmann::json::parse(last_line(out)); }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

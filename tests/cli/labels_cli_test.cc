@@ -17,11 +17,7 @@
 namespace bertfit::testing {
 namespace {
 
-nlohmann::json last_json(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  auto begin = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
-}
+nlohmann::json last_json(const std::string& out) { return nlohmann::json::parse(last_line(out)); }
 
 std::vector<nlohmann::json> json_lines(const std::string& out) {
   std::vector<nlohmann::json> lines;
