@@ -39,6 +39,8 @@ void add_train_command(CLI::App& app) {
                      {"train_samples_per_s", s.samples_per_second},
                      {"final_loss", s.final_loss}};
     for (auto& [name, value] : s.dev_metrics) j["eval_" + name] = value;
+    if (s.best_step) j["best_step"] = *s.best_step;
+    if (s.stopped_early) j["stopped_early"] = true;
     std::printf("%s\n", j.dump().c_str());
   });
 }

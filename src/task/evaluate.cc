@@ -94,6 +94,13 @@ EvalResult score_logits(const std::vector<float>& logits,
   return r;
 }
 
+std::vector<std::string> task_metric_names(const TaskInfo& task) {
+  if (task.problem == ProblemType::kMultiLabel) return {"f1_micro", "f1_macro", "subset_accuracy"};
+  std::vector<std::string> names = task.metrics;
+  if (names.size() > 1) names.push_back("combined_score");
+  return names;
+}
+
 EvalResult evaluate(const BertModel& model, const float* params,
                     const std::vector<EncodedExample>& examples, const TaskInfo& task,
                     int batch_size, int pad_to_multiple_of, const ProgressFn& progress) {

@@ -33,6 +33,9 @@ struct EvalResult {
   std::int64_t examples = 0;
 };
 
+// The names of the metrics score_logits reports for the task, in its order (without "eval_").
+std::vector<std::string> task_metric_names(const TaskInfo& task);
+
 // Loss and metrics of logits (n,K) against the examples' labels.
 EvalResult score_logits(const std::vector<float>& logits,
                         const std::vector<EncodedExample>& examples, const TaskInfo& task, int K);

@@ -88,5 +88,29 @@ TEST(PredictLogits, TrainingForwardAfterEvaluationPreparesForBackward) {
   EXPECT_EQ(gradients(scratch), gradients(fresh));
 }
 
+// --metric-for-best-model is checked against task_metric_names before a run starts: they must
+// be exactly the names score_logits reports, for every kind of task.
+TEST(TaskMetricNames, AreTheNamesScoreLogitsReports) {
+  std::vector<TaskInfo> tasks = {glue_task_info("mrpc"), glue_task_info("stsb"),
+                                 glue_task_info("cola"), glue_task_info("sst2"),
+                                 custom_task_info(ProblemType::kMultiLabel, {"a", "b", "c"})};
+  for (const TaskInfo& task : tasks) {
+    const int K = task.num_labels();
+    std::vector<EncodedExample> examples(4);
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      examples[i].label =
+          task.regression() ? 0.5f * static_cast<float>(i) : static_cast<float>(i % 2);
+      examples[i].label_ids = {static_cast<std::int32_t>(i % 2)};
+    }
+    std::vector<float> logits(examples.size() * K);
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = 0.1f * static_cast<float>(j % 5);
+    EvalResult r = score_logits(logits, examples, task, K);
+    std::vector<std::string> reported;
+    for (auto& [name, value] : r.metrics) reported.push_back(name);
+    EXPECT_EQ(reported, task_metric_names(task)) << task.name;
+    EXPECT_FALSE(reported.empty()) << task.name;
+  }
+}
+
 }  // namespace
 }  // namespace bertfit

@@ -1,8 +1,13 @@
 // Resumable checkpoints: OUTPUT/checkpoint/ holds a loadable HF model folder (config.json,
 // model.safetensors, vocab.txt, ...) plus optimizer.safetensors (Adam's m and v as flat
-// tensors in ParamLayout order) and trainer_state.json (step, options, data position). The
-// folder is written as checkpoint.tmp, then swapped in by renames, so a crash at any moment
-// leaves either the previous or the new checkpoint whole.
+// tensors in ParamLayout order) and trainer_state.json (step, options, data position, the best
+// evaluation so far). The folder is written as checkpoint.tmp, then swapped in by renames, so a
+// crash at any moment leaves either the previous or the new checkpoint whole. With a limit of
+// more than one, the previous checkpoint becomes OUTPUT/checkpoint-STEP instead of being
+// removed, and the oldest of those go beyond the limit.
+//
+// OUTPUT/best/ (--load-best-model-at-end) is a model folder holding the best evaluation's
+// weights, written the same way, with best_step.json naming its step.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,9 +18,17 @@
 
 namespace bertfit {
 
+// keep: checkpoints kept in all, the new one included (0: all).
 void save_checkpoint(const std::string& output_dir, const ModelState& state,
                      const std::string& vocab_source, const AdamW& optimizer,
-                     const nlohmann::json& trainer_state);
+                     const nlohmann::json& trainer_state, std::int64_t keep = 1);
+
+// OUTPUT/best: the model of the best evaluation, at `step`.
+void save_best_model(const std::string& output_dir, const ModelState& state,
+                     const std::string& vocab_source, std::int64_t step);
+// Reads OUTPUT/best's parameters into state.params; Error when the folder is missing or holds
+// the model of another step than `step` (e.g. a checkpoint older than the best folder).
+void load_best_params(const std::string& output_dir, std::int64_t step, ModelState& state);
 
 // Finds the checkpoint folder for --resume: DIR itself if it holds trainer_state.json, else
 // DIR/checkpoint (or DIR/checkpoint.old left by an interrupted swap). Error otherwise.
@@ -24,5 +37,7 @@ std::string find_checkpoint(const std::string& dir);
 // Loads the optimizer state of a checkpoint into `optimizer` (shapes checked) and returns the
 // trainer state.
 nlohmann::json load_checkpoint_state(const std::string& checkpoint_dir, AdamW& optimizer);
+// The trainer state alone (checked to be an object with an integer "step").
+nlohmann::json read_trainer_state(const std::string& checkpoint_dir);
 
 }  // namespace bertfit

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "model/init.h"
@@ -81,6 +84,59 @@ TEST_F(Checkpoint, RoundTripsAndIsFoundWhereverItIs) {
     FAIL() << "found a checkpoint in an empty place";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
+  }
+}
+
+// --save-total-limit: the newest stays checkpoint/, the older ones become checkpoint-STEP and
+// the oldest go beyond the limit; 1 keeps none of them, 0 keeps them all.
+TEST_F(Checkpoint, KeepsAsManyAsTheLimitSays) {
+  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  init_params(state.layout, state.config, 3, state.params.data());
+  AdamW opt(state.layout, {});
+  auto steps_kept = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("checkpoint", 0) == 0) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  for (int step : {10, 20, 30, 40}) save_checkpoint(dir_, state, vocab_, opt, {{"step", step}}, 3);
+  EXPECT_EQ(steps_kept(),
+            (std::vector<std::string>{"checkpoint", "checkpoint-20", "checkpoint-30"}));
+  AdamW back(state.layout, {});
+  EXPECT_EQ(load_checkpoint_state(dir_ + "/checkpoint", back)["step"], 40);
+  EXPECT_EQ(load_checkpoint_state(dir_ + "/checkpoint-20", back)["step"], 20);
+  save_checkpoint(dir_, state, vocab_, opt, {{"step", 50}}, 1);
+  EXPECT_EQ(steps_kept(),
+            (std::vector<std::string>{"checkpoint", "checkpoint-20", "checkpoint-30"}))
+      << "a limit of 1 drops the previous checkpoint and leaves older ones it did not make";
+  for (int step : {60, 70}) save_checkpoint(dir_, state, vocab_, opt, {{"step", step}}, 0);
+  EXPECT_EQ(steps_kept(), (std::vector<std::string>{"checkpoint", "checkpoint-20", "checkpoint-30",
+                                                    "checkpoint-50", "checkpoint-60"}));
+}
+
+// OUTPUT/best holds the best step's weights; reading it back for another step is an error.
+TEST_F(Checkpoint, BestModelRoundTripsAndNamesItsStep) {
+  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  init_params(state.layout, state.config, 3, state.params.data());
+  save_best_model(dir_, state, vocab_, 7);
+  ModelState other(small_test_config(Arch::kDistilBert, 2));
+  init_params(other.layout, other.config, 4, other.params.data());
+  save_best_model(dir_, other, vocab_, 9);
+  EXPECT_FALSE(fs::exists(dir_ + "/best.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ + "/best.old"));
+  ModelState into(small_test_config(Arch::kDistilBert, 2));
+  load_best_params(dir_, 9, into);
+  for (std::int64_t i = 0; i < into.layout.total(); ++i) {
+    ASSERT_EQ(into.params[i], other.params[i]) << i;
+  }
+  try {
+    load_best_params(dir_, 7, into);
+    FAIL() << "the best model of step 9 was taken for step 7";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step 7"), std::string::npos) << e.what();
   }
 }
 

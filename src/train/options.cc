@@ -25,6 +25,27 @@ ParsedTarget eval_every_target(EvalEvery& field) {
   return t;
 }
 
+// --greater-is-better: true or false (Trainer's spelling True / False too), auto: by the metric.
+ParsedTarget greater_target(std::optional<bool>& field) {
+  ParsedTarget t;
+  t.label = "{auto,true,false}";
+  t.accepted = "auto, true or false";
+  t.get = [&field] { return field ? (*field ? "true" : "false") : "auto"; };
+  t.set = [&field](const std::string& word) {
+    if (word == "auto") {
+      field.reset();
+    } else if (word == "true" || word == "True") {
+      field = true;
+    } else if (word == "false" || word == "False") {
+      field = false;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  return t;
+}
+
 }  // namespace
 
 std::optional<EvalEvery> parse_eval_every(const std::string& word) {
@@ -97,8 +118,32 @@ FlagTable training_flags(TrainOptions& o) {
        "is sorted by length",
        &o.group_by_length, true},
       {"--resume", "Resume from a checkpoint folder (OUTPUT/checkpoint)", &o.resume, false},
+      {"--save-total-limit",
+       "Checkpoints kept: the newest in OUTPUT/checkpoint, older ones as OUTPUT/checkpoint-STEP "
+       "(0: all)",
+       &o.save_total_limit, false},
   };
-  return join_flags({output, overwrite_flags(o.overwrite_output_dir), run});
+  FlagTable best = {
+      {"--load-best-model-at-end",
+       "Save the model of the best evaluation (kept in OUTPUT/best while training) instead of "
+       "the last one",
+       &o.load_best_model_at_end, true},
+      {"--metric-for-best-model",
+       "What makes an evaluation the best: loss or a metric the task reports "
+       "(accuracy, f1, pearson, f1_macro, ...), on the first dev split",
+       &o.best.metric, true},
+      {"--greater-is-better",
+       "Whether a higher --metric-for-best-model is better (auto: no for the loss, yes otherwise)",
+       greater_target(o.best.greater_is_better), true},
+      {"--early-stopping-patience",
+       "Stop after this many evaluations in a row without improvement (needs "
+       "--load-best-model-at-end; 0: off)",
+       &o.best.patience, true},
+      {"--early-stopping-threshold",
+       "How much better than the best an evaluation must be to count as an improvement",
+       &o.best.threshold, true},
+  };
+  return join_flags({output, overwrite_flags(o.overwrite_output_dir), run, best});
 }
 
 FlagTable distributed_flags(DistributedOptions& d) {
@@ -163,10 +208,21 @@ nlohmann::json options_to_json(TrainOptions options) {
   return j;
 }
 
+namespace {
+
+// Every option at its default. Out of line: GCC 12 inlined the temporary TrainOptions into
+// check_resume_compatible and reported its strings as maybe-uninitialized (a false positive).
+[[gnu::noinline]] nlohmann::json default_options_json() {
+  static const TrainOptions defaults;
+  return options_to_json(defaults);
+}
+
+}  // namespace
+
 void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) {
   std::string diffs;
   const TrainOptions& o = options;
-  const nlohmann::json defaults = options_to_json(TrainOptions{});
+  const nlohmann::json defaults = default_options_json();
   for (const Flag& f : train_flags(options)) {
     if (!f.affects_trajectory) continue;
     const std::string key = key_of(f.name);
@@ -217,7 +273,8 @@ void validate_train_options(const TrainOptions& o) {
                              {"--max-grad-norm", o.max_grad_norm},
                              {"--comm-timeout", o.dist.comm_timeout},
                              {"--comm-poll-us", o.dist.comm_poll_us},
-                             {"--bucket-mb", o.dist.bucket_mb}}) {
+                             {"--bucket-mb", o.dist.bucket_mb},
+                             {"--early-stopping-threshold", o.best.threshold}}) {
     if (!std::isfinite(value)) throw_error(flag, " must be a finite number, got ", value);
   }
   if (o.epochs <= 0 && o.max_steps <= 0) throw_error("--epochs must be > 0 (or set --max-steps)");
@@ -237,6 +294,18 @@ void validate_train_options(const TrainOptions& o) {
   if (o.save_every < 0) throw_error("--save-every must be >= 0");
   if (o.dist.comm_timeout <= 0) throw_error("--comm-timeout must be > 0");
   if (o.dist.bucket_mb <= 0) throw_error("--bucket-mb must be > 0");
+  if (o.save_total_limit < 0) throw_error("--save-total-limit must be >= 0 (0: keep all)");
+  if (o.best.patience < 0) throw_error("--early-stopping-patience must be >= 0 (0: off)");
+  if (o.best.threshold < 0) throw_error("--early-stopping-threshold must be >= 0");
+  if (o.best.patience > 0 && !o.load_best_model_at_end) {
+    throw_error(
+        "--early-stopping-patience needs --load-best-model-at-end (as Trainer's "
+        "EarlyStoppingCallback): the saved model is then the best one, not the one after the "
+        "evaluations that did not improve");
+  }
+  if (o.load_best_model_at_end && o.eval_every.when == EvalEvery::When::kNever) {
+    throw_error("--load-best-model-at-end needs evaluations; --eval-every is never");
+  }
 }
 
 }  // namespace bertfit

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "flags/flag.h"
 #include "flags/groups.h"
+#include "train/best_model.h"
 
 namespace bertfit {
 
@@ -72,7 +73,12 @@ struct TrainOptions {
   bool pad_to_max_length = false;  // pad every training batch to max_seq_len (HF run_glue's way)
   bool group_by_length = false;    // batches of similar lengths (see SampleStream)
   std::string resume;
-  DistributedOptions dist;  // distributed group
+  // The best checkpoint and early stopping (best_model.h). The best evaluation is tracked and
+  // reported always; load_best_model_at_end makes the saved model the best one.
+  bool load_best_model_at_end = false;
+  BestModelOptions best;
+  std::int64_t save_total_limit = 1;  // checkpoints kept: the newest in checkpoint/; 0: all
+  DistributedOptions dist;            // distributed group
 
   // Where the model's files are: resolved_model, else model_dir.
   const std::string& model_folder() const {

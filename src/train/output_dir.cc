@@ -42,7 +42,7 @@ std::string trimmed(std::string dir) {
 
 bool is_occupied_output(const std::string& dir) {
   for (const char* name : {"config.json", "model.safetensors", "metrics.jsonl", "checkpoint",
-                           "checkpoint.old", "trainer_state.json", "runs"}) {
+                           "checkpoint.old", "trainer_state.json", "runs", "best"}) {
     if (path_exists(join_path(dir, name))) return true;
   }
   return false;

@@ -11,6 +11,7 @@
 #include "base/parallel.h"
 #include "comm/topology.h"
 #include "data/shuffle.h"
+#include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 
@@ -157,6 +158,7 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       out(options.output_dir, options.overwrite_output_dir, options.model_folder(), checkpoint_dir),
       data(
           load_run_data(options, checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir)),
+      best(options.best, task_metric_names(data.task)),
       state(load_model(checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir,
                        {.config = &data.config, .reinit_mismatched_head = data.new_head})),
       model(state.config, state.layout, runnable_precision(options.compute.precision)),
@@ -168,6 +170,14 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       step(model, optimizer, &comm, static_cast<std::uint64_t>(options.seed),
            {.bucket_bytes = static_cast<std::int64_t>(options.dist.bucket_mb * 1024 * 1024),
             .wire = options.dist.grad_comm_dtype}) {
+  if (options.load_best_model_at_end && data.dev.empty()) {
+    throw_error("--load-best-model-at-end needs a dev set to evaluate on: give --dev-file");
+  }
+  if (!checkpoint_dir.empty()) {
+    const nlohmann::json saved = read_trainer_state(checkpoint_dir);
+    best.restore(saved.value("best", nlohmann::json()));
+    stopped_early = saved.value("stopped_early", false);
+  }
   if (rank == 0) out.create();
   if (!checkpoint_dir.empty()) out.keep();  // the run's checkpoint lives there
   // Every rank starts from rank 0's parameters and optimizer state. A fresh optimizer's
@@ -181,7 +191,7 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       comm.broadcast(optimizer.v().data(), bytes, 0);
     }
   }
-  if (plan.start_step >= plan.total_steps) {
+  if (plan.start_step >= plan.total_steps || stopped_early) {
     // Resuming a run that already ended: nothing to do if its model and final record are
     // there (rank 0 looks; other hosts may not see the folder).
     std::int32_t finished = rank == 0 && run_finished(out.path()) ? 1 : 0;

@@ -15,6 +15,7 @@
 #include "model/bert.h"
 #include "model/model_io.h"
 #include "task/dataset.h"
+#include "train/best_model.h"
 #include "train/optimizer.h"
 #include "train/options.h"
 #include "train/output_dir.h"
@@ -68,7 +69,8 @@ struct TrainRun {
   const int rank, world;
   const std::string checkpoint_dir;  // resumed from (empty: a fresh run)
   OutputDir out;
-  RunData data;  // decided before the weights load: the head's size comes from the data
+  RunData data;      // decided before the weights load: the head's size comes from the data
+  BestTracker best;  // of the first dev split's evaluations; resumed from the checkpoint
   ModelState state;
   BertModel model;
   AdamW optimizer;
@@ -78,6 +80,7 @@ struct TrainRun {
   TrainStep step;
   // Resumed a run whose model and final metrics record are written: there is nothing to do.
   bool already_finished = false;
+  bool stopped_early = false;  // the checkpoint is where early stopping ended the run
 };
 
 }  // namespace bertfit

@@ -23,6 +23,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -66,11 +67,12 @@ class TrainLoop {
   void log_step(std::int64_t done, double epoch, double lr, const StepReport& report,
                 double step_seconds, std::int64_t last);
   bool wants_eval(std::int64_t done, std::int64_t first, std::int64_t last) const;
+  // Evaluates on every dev split; the first split's result goes to the best-model tracker.
   void evaluate(std::int64_t step, double epoch);
   void checkpoint(std::int64_t step, std::int64_t samples_seen);
   [[noreturn]] void fail_not_finite(std::int64_t step, const StepReport& report) const;
   [[noreturn]] void stop_interrupted(std::int64_t done);
-  TrainSummary finish(bool evaluated_last);
+  TrainSummary finish(bool evaluated_last, std::int64_t steps_done);
   // Time spent outside training (evaluation, checkpoints) is not counted in train_seconds.
   void pause_timer() { train_seconds_ += train_timer_.seconds(); }
 
@@ -86,6 +88,7 @@ class TrainLoop {
   double forward_s_ = 0, backward_s_ = 0, update_s_ = 0;
   double comm_cpu_at_start_;
   std::int64_t window_steps_ = 0, samples_done_ = 0;
+  bool stopped_early_ = false;
 };
 
 TrainLoop::TrainLoop(TrainRun& run)
@@ -108,6 +111,10 @@ TrainLoop::TrainLoop(TrainRun& run)
 }
 
 TrainSummary TrainLoop::run() {
+  if (run_.stopped_early) {  // the checkpoint of an early stop whose model was not yet written
+    stopped_early_ = true;
+    return finish(true, plan_.start_step);
+  }
   bool evaluated_last = false;
   for (std::int64_t step = plan_.start_step; step < plan_.total_steps; ++step) {
     Timer step_timer;
@@ -137,16 +144,26 @@ TrainSummary TrainLoop::run() {
       train_timer_.reset();
     }
     evaluated_last = want_eval;
+    // Every rank saw the same evaluations, so all stop together.
+    stopped_early_ = want_eval && run_.best.should_stop() && done < plan_.total_steps;
     const bool want_save = o_.save_every > 0 ? done % o_.save_every == 0 : want_eval;
-    const bool interrupted = report.stop && done < plan_.total_steps;
-    if (want_save || done == plan_.total_steps || (interrupted && last_checkpoint_ != done)) {
+    const bool interrupted = report.stop && done < plan_.total_steps && !stopped_early_;
+    if (want_save || done == plan_.total_steps || stopped_early_ ||
+        (interrupted && last_checkpoint_ != done)) {
       pause_timer();
       checkpoint(done, last);
       train_timer_.reset();
     }
+    if (stopped_early_) {
+      log_info("early stopping at step ", done, ": ", run_.best.evals_without_improvement(),
+               " evaluations without improving ", run_.best.key(), " on step ",
+               *run_.best.best_step(), "'s ", run_.best.best_value(), " by more than ",
+               o_.best.threshold);
+      return finish(true, done);
+    }
     if (interrupted) stop_interrupted(done);
   }
-  return finish(evaluated_last);
+  return finish(evaluated_last, plan_.total_steps);
 }
 
 void TrainLoop::add_to_totals(const StepReport& report, std::int64_t samples) {
@@ -197,18 +214,25 @@ bool TrainLoop::wants_eval(std::int64_t done, std::int64_t first, std::int64_t l
 }
 
 void TrainLoop::evaluate(std::int64_t step, double epoch) {
+  bool first = true;
   for (auto& [split, examples] : run_.data.dev) {
-    EvalResult r = distributed_eval(run_, examples);
+    EvalResult r = distributed_eval(run_, examples);  // the same on every rank
     summary_.dev_metrics = r.metrics;
-    if (run_.rank != 0) continue;
     nlohmann::json rec{{"step", step},
                        {"epoch", epoch},
                        {"split", split},
                        {"eval_loss", r.loss},
                        {"eval_examples", r.examples}};
     for (auto& [name, value] : r.metrics) rec["eval_" + name] = value;
+    const bool best = first && run_.best.offer(step, rec);
+    first = false;
+    if (run_.rank != 0) continue;
     log_->record(rec);
     log_info("eval ", split, " at step ", step, ": ", rec.dump());
+    if (best && o_.load_best_model_at_end) {
+      save_best_model(run_.out.path(), run_.state, o_.model_folder(), step);
+      run_.out.keep();
+    }
   }
 }
 
@@ -221,8 +245,11 @@ void TrainLoop::checkpoint(std::int64_t step, std::int64_t samples_seen) {
                     {"samples_per_step", plan_.sched_per_step},
                     {"world", run_.world},
                     {"task", run_.data.task.name},
+                    {"best", run_.best.to_json()},
                     {"options", options_to_json(o_)}};
-  save_checkpoint(run_.out.path(), run_.state, o_.model_folder(), run_.optimizer, st);
+  if (stopped_early_) st["stopped_early"] = true;
+  save_checkpoint(run_.out.path(), run_.state, o_.model_folder(), run_.optimizer, st,
+                  o_.save_total_limit);
   run_.out.keep();
   last_checkpoint_ = step;
 }
@@ -249,27 +276,56 @@ void TrainLoop::stop_interrupted(std::int64_t done) {
       128 + sig);
 }
 
-// The final model and record (rank 0), and the summary every rank returns.
-TrainSummary TrainLoop::finish(bool evaluated_last) {
+// The final model and record (rank 0), and the summary every rank returns. With
+// --load-best-model-at-end the model saved is the best evaluation's and the final record's
+// eval_* values are its.
+TrainSummary TrainLoop::finish(bool evaluated_last, std::int64_t steps_done) {
   pause_timer();
   if (log_) log_->end_progress();
   if (!evaluated_last && !run_.data.dev.empty() && plan_.start_step == plan_.total_steps) {
     evaluate(plan_.total_steps,
              static_cast<double>(plan_.total_samples) / static_cast<double>(plan_.n));
   }
-  if (run_.rank == 0) save_model(run_.out.path(), run_.state, o_.model_folder());
-  summary_.steps = plan_.total_steps;
+  const BestTracker& best = run_.best;
+  const bool load_best = o_.load_best_model_at_end && best.best_step().has_value();
+  if (load_best) {
+    summary_.dev_metrics.clear();
+    for (auto& [key, value] : best.best_record().items()) {
+      if (key.rfind("eval_", 0) == 0 && key != "eval_loss" && key != "eval_examples") {
+        summary_.dev_metrics.emplace_back(key.substr(5),
+                                          value.is_number() ? value.get<double>() : std::nan(""));
+      }
+    }
+  }
+  if (run_.rank == 0) {
+    if (load_best && *best.best_step() != steps_done) {
+      log_info("loading the best model (step ", *best.best_step(), ", ", best.key(), " ",
+               best.best_value(), ") from ", join_path(run_.out.path(), "best"));
+      load_best_params(run_.out.path(), *best.best_step(), run_.state);
+    }
+    save_model(run_.out.path(), run_.state, o_.model_folder());
+  }
+  summary_.steps = steps_done;
+  summary_.best_step = best.best_step();
+  summary_.stopped_early = stopped_early_;
   summary_.seconds = train_seconds_;
   summary_.samples_per_second = samples_done_ / std::max(train_seconds_, 1e-9);
   if (run_.rank == 0) {
     nlohmann::json final_rec{{"final", true},
-                             {"steps", plan_.total_steps},
+                             {"steps", steps_done},
                              {"world", run_.world},
                              {"train_seconds", train_seconds_},
                              {"train_samples_per_s", summary_.samples_per_second}};
     if (plan_.total_steps > plan_.start_step) final_rec["loss"] = summary_.final_loss;
     if (run_.world > 1) final_rec["exposed_comm_s"] = exposed_comm_;
     for (auto& [name, value] : summary_.dev_metrics) final_rec["eval_" + name] = value;
+    if (best.best_step()) {
+      final_rec["best_step"] = *best.best_step();
+      final_rec["best_metric"] = best.key();
+      final_rec["best_value"] = best.best_value();
+      final_rec["model"] = load_best ? "best" : "last";
+    }
+    if (stopped_early_) final_rec["stopped_early"] = true;
     log_->record(final_rec);
     log_.reset();
     run_.out.commit();
@@ -283,10 +339,11 @@ TrainSummary train_with(const TrainOptions& o, Communicator& comm) {
   set_up_process(o, comm);
   TrainRun run(o, comm);
   if (run.already_finished) {
-    log_info("the run in ", run.out.path(), " already finished at step ", run.plan.total_steps,
-             "; nothing to do");
+    const std::int64_t steps = std::min(run.plan.start_step, run.plan.total_steps);
+    log_info("the run in ", run.out.path(), " already finished at step ", steps,
+             run.stopped_early ? " (stopped early)" : "", "; nothing to do");
     TrainSummary done;
-    done.steps = run.plan.total_steps;
+    done.steps = steps;
     done.already_finished = true;
     done.rank = run.rank;
     return done;

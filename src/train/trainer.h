@@ -3,6 +3,7 @@
 // checkpoints and the final model in HF layout.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +17,10 @@ struct TrainSummary {
   double seconds = 0;
   double samples_per_second = 0;
   double final_loss = 0;
-  std::vector<std::pair<std::string, double>> dev_metrics;  // last evaluation (may be empty)
+  // The last evaluation's metrics, or the best's with --load-best-model-at-end (may be empty).
+  std::vector<std::pair<std::string, double>> dev_metrics;
+  std::optional<std::int64_t> best_step;  // the best evaluation's step (none: no evaluation)
+  bool stopped_early = false;             // --early-stopping-patience ended the run
   int rank = 0;                   // of this process in a data-parallel run (only rank 0 reports)
   bool already_finished = false;  // resumed a run that had ended: nothing was done
 };
