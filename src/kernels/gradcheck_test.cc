@@ -241,6 +241,28 @@ TEST(GradCheck, CrossEntropyMseAndBce) {
   cross_entropy_backward(dzf.data(), pf.data(), labels.data(), B, K, static_cast<float>(scale));
   EXPECT_TRUE(fast_matches_reference(dzf.data(), dz, 2));
 
+  // Class weights and label smoothing (torch.nn.CrossEntropyLoss(weight, label_smoothing)).
+  const std::vector<double> weights = {0.5, 2.0, 1.25, 0.8};
+  for (const double* w : {static_cast<const double*>(nullptr), weights.data()}) {
+    for (double eps : {0.0, 0.15}) {
+      SCOPED_TRACE(::testing::Message() << "weighted=" << (w != nullptr) << " eps=" << eps);
+      auto wce = [&] {
+        return scale * ref::weighted_cross_entropy_forward(probs.data(), z.data(), labels.data(), B,
+                                                           K, w, eps);
+      };
+      wce();
+      std::vector<double> dzw(B * K, 0.0);
+      ref::weighted_cross_entropy_backward(dzw.data(), probs.data(), labels.data(), B, K, w, eps,
+                                           scale);
+      EXPECT_TRUE(gradients_match(dzw, numeric_gradient(z, wce)));
+      std::vector<float> pwf(B * K), dzwf(B * K, 0.0f);
+      weighted_cross_entropy_forward(pwf.data(), zf.data(), labels.data(), B, K, w, eps);
+      weighted_cross_entropy_backward(dzwf.data(), pwf.data(), labels.data(), B, K, w, eps,
+                                      static_cast<float>(scale));
+      EXPECT_TRUE(fast_matches_reference(dzwf.data(), dzw, 2 * K));
+    }
+  }
+
   const std::vector<float> predf = random_floats(rng, B, -2, 2), tf = random_floats(rng, B, 0, 5);
   std::vector<double> pred = as_double(predf);
   const std::vector<double> target = as_double(tf);

@@ -14,6 +14,18 @@ double cross_entropy_forward(float* probs, const float* logits, const std::int32
 void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* labels, int B,
                             int K, float scale);
 
+// Single-label cross-entropy with class weights and label smoothing, as
+// torch.nn.CrossEntropyLoss(weight=w, label_smoothing=eps) with mean reduction:
+//   loss = Σ_b [(1-eps)·w[y_b]·(lse_b - z_{b,y_b}) + eps/K·Σ_k w[k]·(lse_b - z_{b,k})] / Σ_b w[y_b]
+// weights: (K) positive, or nullptr for all 1 (then it is Trainer's LabelSmoother, and with
+// eps = 0 cross_entropy_forward). logits: (B,K), labels: (B) in [0,K); probs (B,K) = softmax.
+// Computed in double per row as cross_entropy_forward.
+double weighted_cross_entropy_forward(float* probs, const float* logits, const std::int32_t* labels,
+                                      int B, int K, const double* weights, double eps);
+// dlogits (B,K) += scale · [(1-eps)·w[y_b]·(p - onehot(y_b)) + eps/K·(Σ_k w[k]·p - w)] / Σ_b w[y_b]
+void weighted_cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* labels,
+                                     int B, int K, const double* weights, double eps, float scale);
+
 // pred, target: (B). Returns mean((pred - target)^2).
 double mse_forward(const float* pred, const float* target, int B);
 // dpred += scale · 2 (pred - target) / B.

@@ -79,6 +79,73 @@ TEST(CrossEntropyDeathTest, LabelOutOfRangeIsAProgrammingError) {
   EXPECT_DEATH(cross_entropy_forward(probs.data(), logits.data(), labels, 2, 2), "out of range");
 }
 
+TEST(WeightedCrossEntropy, MatchesReference) {
+  for (int B : {1, 3, 17}) {
+    for (int K : {1, 2, 3, 7, 65}) {
+      for (double eps : {0.0, 0.1, 1.0}) {
+        for (bool weighted : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "B=" << B << " K=" << K << " eps=" << eps << " weighted=" << weighted);
+          Rng rng(B * 100 + K);
+          FloatView logits(B * K), probs(B * K), dlogits(B * K);
+          logits.fill_uniform(rng, -5, 5);
+          if (K > 1) {
+            logits[0] = 80.0f;
+            logits[1] = -80.0f;
+          }
+          std::vector<std::int32_t> labels(B);
+          for (int b = 0; b < B; ++b) labels[b] = rng.below(K);
+          std::vector<double> weights(K);
+          for (double& w : weights) w = rng.uniform(0.1, 3.0);
+          const double* w = weighted ? weights.data() : nullptr;
+          const double loss = weighted_cross_entropy_forward(probs.data(), logits.data(),
+                                                             labels.data(), B, K, w, eps);
+          std::vector<double> rprobs(B * K);
+          const double rloss = ref::weighted_cross_entropy_forward(
+              rprobs.data(), logits.to_double().data(), labels.data(), B, K, w, eps);
+          // Both double, the terms summed in another order: as cross-entropy's kDoubleTol.
+          EXPECT_NEAR(loss, rloss, kDoubleTol * (1 + std::fabs(rloss)));
+          EXPECT_TRUE(all_close(probs.data(), rprobs.data(), B * K, [&](std::int64_t i) {
+            return (kU + kDoubleTol) * rprobs[i] + 0x1p-150;
+          }));
+          // Backward from the same float probs: a double formula (with the K-term smoothing
+          // sum, whose cancellation against w[k] stays within kDoubleTol of the terms'
+          // magnitude) rounded once to float, then one float add.
+          dlogits.fill_uniform(rng, -1, 1);
+          std::vector<double> rd = dlogits.to_double();
+          const std::vector<double> d0 = rd;
+          ref::weighted_cross_entropy_backward(rd.data(), probs.to_double().data(), labels.data(),
+                                               B, K, w, eps, 0.5);
+          weighted_cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), B, K, w, eps,
+                                          0.5f);
+          EXPECT_TRUE(all_close(dlogits.data(), rd.data(), B * K, [&](std::int64_t i) {
+            return kU * (std::fabs(rd[i] - d0[i]) + std::fabs(rd[i])) + kDoubleTol;
+          }));
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightedCrossEntropy, PlainCaseIsCrossEntropyAndWeightsMakeAWeightedMean) {
+  const int B = 4, K = 3;
+  Rng rng(11);
+  FloatView logits(B * K), p1(B * K), p2(B * K);
+  logits.fill_uniform(rng, -3, 3);
+  const std::int32_t labels[B] = {0, 2, 2, 1};
+  const double plain = cross_entropy_forward(p1.data(), logits.data(), labels, B, K);
+  EXPECT_NEAR(weighted_cross_entropy_forward(p2.data(), logits.data(), labels, B, K, nullptr, 0),
+              plain, kDoubleTol * plain);
+  // Weights (1, 1, 3) with eps 0: rows 1 and 2 count three times, the mean is over 8 weights.
+  std::vector<double> nll(B);
+  for (int b = 0; b < B; ++b)
+    nll[b] = cross_entropy_forward(p1.data(), logits.data() + b * K, &labels[b], 1, K);
+  const double w[K] = {1, 1, 3};
+  const double want = (nll[0] + 3 * nll[1] + 3 * nll[2] + nll[3]) / 8;
+  EXPECT_NEAR(weighted_cross_entropy_forward(p2.data(), logits.data(), labels, B, K, w, 0), want,
+              kDoubleTol * want);
+}
+
 TEST(Mse, MatchesReference) {
   for (int B : {1, 3, 17}) {
     Rng rng(B);

@@ -176,9 +176,29 @@ double BertModel::loss(const float* labels, float scale, Activations& a) const {
     ids[b] = static_cast<std::int32_t>(labels[b]);
     CHECK(ids[b] >= 0 && ids[b] < K, "label ", labels[b], " outside [0,", K, ")");
   }
+  const LossOptions& o = loss_options_;
+  if (!o.plain()) {
+    const double* weights = o.class_weights.empty() ? nullptr : o.class_weights.data();
+    const double l = weighted_cross_entropy_forward(a.probs.data(), a.logits.data(), ids.data(), B,
+                                                    K, weights, o.label_smoothing);
+    weighted_cross_entropy_backward(a.dlogits.data(), a.probs.data(), ids.data(), B, K, weights,
+                                    o.label_smoothing, scale);
+    return l;
+  }
   double l = cross_entropy_forward(a.probs.data(), a.logits.data(), ids.data(), B, K);
   cross_entropy_backward(a.dlogits.data(), a.probs.data(), ids.data(), B, K, scale);
   return l;
+}
+
+void BertModel::set_loss_options(LossOptions options) {
+  if (!options.plain()) {
+    CHECK(config_.problem() == ProblemType::kSingleLabel,
+          "loss options are for single-label classification");
+  }
+  CHECK(options.class_weights.empty() ||
+            static_cast<int>(options.class_weights.size()) == config_.num_labels,
+        options.class_weights.size(), " class weights for ", config_.num_labels, " labels");
+  loss_options_ = std::move(options);
 }
 
 void BertModel::backward(const ModelWeights& w, float* grads, const ModelInput& in,

@@ -48,6 +48,16 @@ struct DropoutState {
   std::uint64_t micro = 0;
 };
 
+// How single-label classification's cross-entropy is taken (train's --label-smoothing-factor
+// and --class-weights), as torch.nn.CrossEntropyLoss(weight, label_smoothing): the default is
+// the plain mean cross-entropy. Regression and multi-label losses take none of it.
+struct LossOptions {
+  double label_smoothing = 0.0;
+  std::vector<double> class_weights;  // (K), or empty: every class weighs 1
+
+  bool plain() const { return label_smoothing == 0.0 && class_weights.empty(); }
+};
+
 class BertModel {
  public:
   BertModel(const ModelConfig& config, const ParamLayout& layout,
@@ -65,8 +75,12 @@ class BertModel {
   // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF
   // for the config's problem type: single-label, labels (B) class ids as floats, mean
   // cross-entropy; regression, labels (B) targets, mean squared error; multi-label, labels
-  // (B,K) multi-hot rows, binary cross-entropy on logits averaged over B·K.
+  // (B,K) multi-hot rows, binary cross-entropy on logits averaged over B·K. Single-label takes
+  // the loss options: with class weights the mean is weighted (Σ w[y]·loss / Σ w[y]).
   double loss(const float* labels, float scale, Activations& acts) const;
+  // Set before training (checked: single-label only, one weight per label).
+  void set_loss_options(LossOptions options);
+  const LossOptions& loss_options() const { return loss_options_; }
 
   // grads += d loss / d params, from acts.dlogits and what forward saved; the forward must have
   // run on the same batch with dropout training or ModelInput::for_backward (checked: a
@@ -90,6 +104,7 @@ class BertModel {
   const ModelConfig& config_;
   const ParamLayout& layout_;
   Precision precision_;
+  LossOptions loss_options_;
 };
 
 // Dropout sites within a layer, for dropout keys.

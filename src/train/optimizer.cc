@@ -1,4 +1,4 @@
-// AdamW over layout spans, the LR schedule and gradient clipping.
+// AdamW over layout spans and gradient clipping.
 #include "train/optimizer.h"
 
 #include <algorithm>
@@ -34,15 +34,6 @@ void AdamW::step(float* params, const float* grads, double lr, float grad_scale)
     adamw_update(params + e.offset, grads + e.offset, m_.data() + e.offset, v_.data() + e.offset,
                  e.size, h, decay_[i] && config_.weight_decay != 0.0);
   }
-}
-
-double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::int64_t total) {
-  if (s < static_cast<double>(warmup)) {
-    return base_lr * s / static_cast<double>(std::max<std::int64_t>(1, warmup));
-  }
-  double remaining = (static_cast<double>(total) - s) /
-                     static_cast<double>(std::max<std::int64_t>(1, total - warmup));
-  return base_lr * std::max(0.0, remaining);
 }
 
 double grad_norm(const float* grads, std::int64_t n) { return std::sqrt(sum_squares(grads, n)); }

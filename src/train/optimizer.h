@@ -1,6 +1,6 @@
 // AdamW over the ParamLayout spans (Hugging Face Trainer parameter groups: weight decay only
-// on entries whose decay flag is set), the linear warmup/decay schedule, and clipping by the
-// global gradient norm, as torch.nn.utils.clip_grad_norm_.
+// on entries whose decay flag is set) and clipping by the global gradient norm, as
+// torch.nn.utils.clip_grad_norm_. The learning-rate schedules are train/schedule.h's.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include "base/aligned.h"
 #include "kernels/optimizer.h"
 #include "model/param_layout.h"
+#include "train/schedule.h"
 
 namespace bertfit {
 
@@ -43,11 +44,6 @@ class AdamW {
   AlignedBuffer<float> m_, v_;
   std::int64_t step_ = 0;
 };
-
-// HF get_linear_schedule_with_warmup: the learning rate used at optimizer step s (0-based).
-// s may be fractional: a run resumed with a different number of ranks advances the schedule
-// by samples seen / the original step size.
-double linear_schedule_lr(double base_lr, double s, std::int64_t warmup, std::int64_t total);
 
 // Clipping by the global gradient norm as torch.nn.utils.clip_grad_norm_: the norm is the L2
 // norm of all gradients (sum of squares accumulated in double); when it exceeds max_norm the

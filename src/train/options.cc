@@ -2,6 +2,7 @@
 // train: the saved options and the resume check.
 #include "train/options.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -46,7 +47,61 @@ ParsedTarget greater_target(std::optional<bool>& field) {
   return t;
 }
 
+ParsedTarget class_weights_target(ClassWeights& field) {
+  ParsedTarget t;
+  t.label = "{none,balanced,W1,W2,...}";
+  t.accepted = "none, balanced or one finite positive weight per label, comma-separated";
+  t.get = [&field] { return class_weights_name(field); };
+  t.set = [&field](const std::string& word) {
+    std::optional<ClassWeights> w = parse_class_weights(word);
+    if (w) field = *w;
+    return w.has_value();
+  };
+  return t;
+}
+
 }  // namespace
+
+std::optional<ClassWeights> parse_class_weights(const std::string& word) {
+  using Kind = ClassWeights::Kind;
+  if (word == "none") return ClassWeights{};
+  if (word == "balanced") return ClassWeights{Kind::kBalanced, {}};
+  ClassWeights w{Kind::kGiven, {}};
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(word.find(',', begin), word.size());
+    double value = 0;
+    const char* first = word.data() + begin;
+    const char* last = word.data() + end;
+    auto [ptr, ec] = std::from_chars(first, last, value);
+    if (first == last || ec != std::errc() || ptr != last || !std::isfinite(value) || value <= 0) {
+      return std::nullopt;
+    }
+    w.given.push_back(value);
+    if (end == word.size()) break;
+    begin = end + 1;
+  }
+  return w;
+}
+
+std::string class_weights_name(const ClassWeights& w) {
+  switch (w.kind) {
+    case ClassWeights::Kind::kNone:
+      return "none";
+    case ClassWeights::Kind::kBalanced:
+      return "balanced";
+    case ClassWeights::Kind::kGiven:
+      break;
+  }
+  std::string out;
+  for (double v : w.given) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+    if (!out.empty()) out += ',';
+    out.append(buf, end);
+  }
+  return out;
+}
 
 std::optional<EvalEvery> parse_eval_every(const std::string& word) {
   using When = EvalEvery::When;
@@ -88,6 +143,17 @@ FlagTable training_flags(TrainOptions& o) {
       {"--warmup-steps", "Linear warmup steps", &o.warmup_steps, true},
       {"--warmup-ratio", "Warmup as a fraction of all steps (used when --warmup-steps is 0)",
        &o.warmup_ratio, true},
+      {"--lr-scheduler-type",
+       "Learning-rate schedule after the warmup, as Trainer's lr_scheduler_type (constant "
+       "ignores the warmup; polynomial decays to 1e-7)",
+       choice_target(o.lr_scheduler_type, lr_schedule_choices()), true},
+      {"--label-smoothing-factor",
+       "Label smoothing of single-label classification, as Trainer's LabelSmoother (0: off)",
+       &o.label_smoothing, true},
+      {"--class-weights",
+       "Weighted cross-entropy of single-label classification: balanced (n / (K · count of the "
+       "class) over the training data) or K comma-separated weights, in label order",
+       class_weights_target(o.class_weights), true},
       {"--max-grad-norm", "Clip gradients to this global L2 norm; 0 disables", &o.max_grad_norm,
        true},
       {"--grad-accum", "Micro-batches accumulated per optimizer step", &o.grad_accum, true},
@@ -270,6 +336,7 @@ void validate_train_options(const TrainOptions& o) {
                              {"--lr", o.lr},
                              {"--weight-decay", o.weight_decay},
                              {"--warmup-ratio", o.warmup_ratio},
+                             {"--label-smoothing-factor", o.label_smoothing},
                              {"--max-grad-norm", o.max_grad_norm},
                              {"--comm-timeout", o.dist.comm_timeout},
                              {"--comm-poll-us", o.dist.comm_poll_us},
@@ -289,6 +356,13 @@ void validate_train_options(const TrainOptions& o) {
   if (o.warmup_steps < 0) throw_error("--warmup-steps must be >= 0");
   if (o.warmup_ratio < 0 || o.warmup_ratio > 1) throw_error("--warmup-ratio must be in [0, 1]");
   if (o.max_grad_norm < 0) throw_error("--max-grad-norm must be >= 0");
+  if (o.label_smoothing < 0 || o.label_smoothing > 1) {
+    throw_error("--label-smoothing-factor must be in [0, 1], got ", o.label_smoothing);
+  }
+  if (o.lr_scheduler_type == LrSchedule::kPolynomial && !(o.lr > kPolynomialEndLr)) {
+    throw_error("--lr-scheduler-type polynomial decays to ", kPolynomialEndLr,
+                ": --lr must be above it, got ", o.lr);
+  }
   if (o.pad_to_multiple_of <= 0) throw_error("--pad-to-multiple-of must be > 0");
   if (o.log_every <= 0) throw_error("--log-every must be > 0");
   if (o.save_every < 0) throw_error("--save-every must be >= 0");

@@ -8,11 +8,13 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "flags/flag.h"
 #include "flags/groups.h"
 #include "train/best_model.h"
+#include "train/schedule.h"
 
 namespace bertfit {
 
@@ -29,6 +31,22 @@ struct EvalEvery {
 std::optional<EvalEvery> parse_eval_every(const std::string& word);
 // The word parse_eval_every reads back ("epoch", ..., or the step count).
 std::string eval_every_name(const EvalEvery& e);
+
+// --class-weights: the weights of single-label cross-entropy's classes, as
+// torch.nn.CrossEntropyLoss(weight=...): none, balanced (sklearn's compute_class_weight from the
+// training labels, decided when the run starts) or one given weight per label.
+struct ClassWeights {
+  enum class Kind { kNone, kBalanced, kGiven };
+  Kind kind = Kind::kNone;
+  std::vector<double> given;  // kGiven: finite and > 0, one per label (checked at set-up)
+
+  bool operator==(const ClassWeights&) const = default;
+};
+
+// "none", "balanced" or comma-separated finite positive numbers; nullopt for anything else.
+std::optional<ClassWeights> parse_class_weights(const std::string& word);
+// The word parse_class_weights reads back (numbers in their shortest exact form).
+std::string class_weights_name(const ClassWeights& w);
 
 // Data-parallel runs (mpirun -np N): see comm/.
 struct DistributedOptions {
@@ -60,6 +78,9 @@ struct TrainOptions {
   double weight_decay = 0.0;
   std::int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
+  LrSchedule lr_scheduler_type = LrSchedule::kLinear;
+  double label_smoothing = 0.0;  // --label-smoothing-factor (single-label classification)
+  ClassWeights class_weights;
   double max_grad_norm = 1.0;
   int grad_accum = 1;
   std::int64_t seed = 42;

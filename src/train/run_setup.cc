@@ -14,6 +14,7 @@
 #include "task/evaluate.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/loss_setup.h"
 
 namespace bertfit {
 namespace {
@@ -178,6 +179,8 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
     best.restore(saved.value("best", nlohmann::json()));
     stopped_early = saved.value("stopped_early", false);
   }
+  model.set_loss_options(
+      make_loss_options(options, data.task, state.config.num_labels, data.train));
   if (rank == 0) out.create();
   if (!checkpoint_dir.empty()) out.keep();  // the run's checkpoint lives there
   // Every rank starts from rank 0's parameters and optimizer state. A fresh optimizer's
@@ -201,6 +204,17 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
 }
 
 std::vector<MicroBatch> TrainRun::step_batches(std::int64_t first, std::int64_t last) {
+  // Each micro-batch's loss is a (weighted) mean over its rows; its share is its part of the
+  // step's total weight, so the step's loss is the weighted mean over all the step's samples
+  // however the step is split. Every rank sees the step's rows, hence the same total.
+  const LossOptions& loss = model.loss_options();
+  double step_weight = static_cast<double>(last - first);
+  if (!loss.class_weights.empty()) {
+    step_weight = 0;
+    for (std::int64_t i = first; i < last; ++i) {
+      step_weight += sample_weight(loss, data.train[stream.row(i)]);
+    }
+  }
   std::vector<MicroBatch> micro;
   for (std::int64_t g = first; g < last; g += plan.micro_global) {
     const std::int64_t count = std::min(plan.micro_global, last - g);
@@ -215,15 +229,22 @@ std::vector<MicroBatch> TrainRun::step_batches(std::int64_t first, std::int64_t 
       for (std::int64_t p : positions) rows.push_back(all[p]);
     }
     MicroBatch& m = micro.emplace_back();
-    m.share = static_cast<float>(rows.size()) / static_cast<float>(last - first);
+    if (loss.class_weights.empty()) {
+      m.share = static_cast<float>(rows.size()) / static_cast<float>(last - first);
+    } else {
+      double weight = 0;
+      for (std::int64_t r : rows) weight += sample_weight(loss, data.train[r]);
+      m.share = static_cast<float>(weight / step_weight);
+    }
     if (!rows.empty()) m.batch = make_batch(data.train, rows, batch_options);
   }
   return micro;
 }
 
 double TrainRun::lr_at(std::int64_t first) const {
-  return linear_schedule_lr(options.lr, static_cast<double>(first) / plan.sched_per_step,
-                            plan.warmup, plan.sched_total);
+  return schedule_lr(options.lr_scheduler_type, options.lr,
+                     static_cast<double>(first) / plan.sched_per_step, plan.warmup,
+                     plan.sched_total);
 }
 
 }  // namespace bertfit

@@ -29,6 +29,8 @@ struct GradSync {
 // This rank's part of one micro-batch: its rows (none when a short last micro-batch leaves this
 // rank without any) and their share of the step's samples, which weights the micro-batch's
 // mean loss so that the step's gradient is the mean over all its samples on any number of ranks.
+// With class weights the micro-batch's loss is a weighted mean and the share is its rows' part
+// of the step's total weight: the step's loss is then the weighted mean over the whole step.
 struct MicroBatch {
   std::optional<Batch> batch;
   float share = 0;

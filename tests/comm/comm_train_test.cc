@@ -1,6 +1,6 @@
 // Data-parallel training end to end under mpirun:
 //  * equivalence: 2 ranks with per-rank batch b give the parameters 1 rank gets with batch 2b
-//    (dropout off), also with gradient accumulation and with a bf16 wire;
+//    (dropout off), also with gradient accumulation, with class weights and with a bf16 wire;
 //  * failure: a rank that is killed or stalls makes the job exit non-zero within the timeout
 //    with a message naming the rank, and --resume then completes the run.
 //
@@ -130,6 +130,17 @@ TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRank) {
   RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--grad-accum 2 --threads 1"));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   RunResult two = run_mpi(2, train_args(tmp_ / "two", 8, "--grad-accum 2"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "one/model.safetensors",
+                         tmp_ / "two/model.safetensors", 1e-3, 3e-3);
+}
+
+// Class weights: each rank's micro-batch loss is a weighted mean, weighted by its part of the
+// step's total weight (not of its rows), so the step is the weighted mean over all its samples.
+TEST_F(DistTrain, TwoRanksWithClassWeightsEqualOneRank) {
+  RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--class-weights 1,4 --threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult two = run_mpi(2, train_args(tmp_ / "two", 8, "--class-weights 1,4"));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "one/model.safetensors",
                          tmp_ / "two/model.safetensors", 1e-3, 3e-3);

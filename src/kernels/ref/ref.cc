@@ -210,6 +210,46 @@ void cross_entropy_backward(double* dlogits, const double* probs, const std::int
   }
 }
 
+double weighted_cross_entropy_forward(double* probs, const double* logits,
+                                      const std::int32_t* labels, int B, int K,
+                                      const double* weights, double eps) {
+  auto w = [&](int k) { return weights == nullptr ? 1.0 : weights[k]; };
+  double numerator = 0.0, denominator = 0.0;
+  std::vector<double> neg_log_p(K);
+  for (int b = 0; b < B; ++b) {
+    CHECK(labels[b] >= 0 && labels[b] < K, "label ", labels[b]);
+    const double* z = logits + static_cast<std::int64_t>(b) * K;
+    double sum = 0.0;
+    for (int k = 0; k < K; ++k) sum += std::exp(z[k]);  // test logits within ±80: finite
+    for (int k = 0; k < K; ++k) {
+      probs[static_cast<std::int64_t>(b) * K + k] = std::exp(z[k]) / sum;
+      neg_log_p[k] = -std::log(std::exp(z[k]) / sum);
+    }
+    const int y = labels[b];
+    numerator += (1 - eps) * w(y) * neg_log_p[y];
+    for (int k = 0; k < K; ++k) numerator += eps / K * w(k) * neg_log_p[k];
+    denominator += w(y);
+  }
+  return numerator / denominator;
+}
+
+void weighted_cross_entropy_backward(double* dlogits, const double* probs,
+                                     const std::int32_t* labels, int B, int K,
+                                     const double* weights, double eps, double scale) {
+  auto w = [&](int k) { return weights == nullptr ? 1.0 : weights[k]; };
+  double denominator = 0.0;
+  for (int b = 0; b < B; ++b) denominator += w(labels[b]);
+  for (int b = 0; b < B; ++b) {
+    for (int k = 0; k < K; ++k) {
+      // d(-log p_j)/dz_k = p_k - [j = k]: the label's term, then every class's smoothing term.
+      const std::int64_t i = static_cast<std::int64_t>(b) * K + k;
+      double g = (1 - eps) * w(labels[b]) * (probs[i] - (k == labels[b] ? 1.0 : 0.0));
+      for (int j = 0; j < K; ++j) g += eps / K * w(j) * (probs[i] - (k == j ? 1.0 : 0.0));
+      dlogits[i] += scale * g / denominator;
+    }
+  }
+}
+
 double mse_forward(const double* pred, const double* target, int B) {
   double loss = 0.0;
   for (int b = 0; b < B; ++b) loss += (pred[b] - target[b]) * (pred[b] - target[b]) / B;

@@ -67,6 +67,14 @@ double cross_entropy_forward(double* probs, const double* logits, const std::int
                              int K);
 void cross_entropy_backward(double* dlogits, const double* probs, const std::int32_t* labels, int B,
                             int K, double scale);
+// torch.nn.CrossEntropyLoss(weight, label_smoothing=eps) written term by term: each row's
+// -log softmax, the weighted terms, divided by Σ_b w[y_b]. weights nullptr: all 1.
+double weighted_cross_entropy_forward(double* probs, const double* logits,
+                                      const std::int32_t* labels, int B, int K,
+                                      const double* weights, double eps);
+void weighted_cross_entropy_backward(double* dlogits, const double* probs,
+                                     const std::int32_t* labels, int B, int K,
+                                     const double* weights, double eps, double scale);
 double mse_forward(const double* pred, const double* target, int B);
 // Mean over B·K of -(y log σ(z) + (1-y) log(1-σ(z))), written as the textbook formula.
 double bce_with_logits_forward(double* probs, const double* logits, const double* targets, int B,
