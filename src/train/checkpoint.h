@@ -2,9 +2,11 @@
 // model.safetensors, vocab.txt, ...) plus optimizer.safetensors (Adam's m and v as flat
 // tensors in ParamLayout order) and trainer_state.json (step, options, data position). The
 // folder is written as checkpoint.tmp, then swapped in by renames, so a crash at any moment
-// leaves either the previous or the new checkpoint whole.
+// leaves either the previous or the new checkpoint whole. Also the rule that keeps a resumed
+// run's global batch when the number of ranks changes (resume_step_shape).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -24,5 +26,25 @@ std::string find_checkpoint(const std::string& dir);
 // Loads the optimizer state of a checkpoint into `optimizer` (shapes checked) and returns the
 // trainer state.
 nlohmann::json load_checkpoint_state(const std::string& checkpoint_dir, AdamW& optimizer);
+
+// How each rank takes its part of an optimizer step: micro-batches of `batch` rows, `accum` of
+// them (--batch-size, --grad-accum).
+struct StepShape {
+  int batch = 0, accum = 0;
+  bool operator==(const StepShape&) const = default;
+};
+
+// The shape a resumed run on `world` ranks uses so that an optimizer step still takes the
+// checkpoint's `global` samples (its run was started as `saved` on `saved_world` ranks, flags
+// as saved; `given` is this run's --batch-size and --grad-accum):
+//  - a `given` shape that keeps `global` is used as it is;
+//  - the saved flags given again on another number of ranks adapt: the per-rank batch stays if
+//    it divides global / world (the accumulation changes), else the accumulation stays if it
+//    does (the batch changes), else the largest batch below the given one that divides it;
+//    *note is set to an info line saying so;
+// otherwise Error: another global batch (naming shapes that would keep it), or a global batch
+// `world` ranks cannot share evenly (naming the rank counts that can).
+StepShape resume_step_shape(std::int64_t global, StepShape saved, int saved_world, StepShape given,
+                            int world, std::string* note);
 
 }  // namespace bertfit
