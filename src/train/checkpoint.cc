@@ -107,8 +107,12 @@ nlohmann::json load_checkpoint_state(const std::string& dir, AdamW& optimizer) {
 StepShape resume_step_shape(std::int64_t global, StepShape saved, int saved_world, StepShape given,
                             int world, std::string* note) {
   if (std::int64_t{given.batch} * given.accum * world == global) return given;
-  const std::string was = cat(global, " samples per optimizer step (", ranks(saved_world), " × ",
-                              saved.batch, " × ", saved.accum, " accumulation)");
+  // The saved flags are the ones typed: a run that adapted them took another shape.
+  const bool typed_shape = std::int64_t{saved.batch} * saved.accum * saved_world == global;
+  const std::string was = cat(global, " samples per optimizer step",
+                              typed_shape ? cat(" (", ranks(saved_world), " × ", saved.batch, " × ",
+                                                saved.accum, " accumulation)")
+                                          : std::string());
   if (global % world != 0) {
     throw_error("--resume: the checkpoint's run takes ", was, ", which ", ranks(world),
                 " cannot share evenly; resume it on ", rank_counts_for(global), " ranks");

@@ -128,6 +128,12 @@ TEST(ResumeStepShape, RefusesAnotherGlobalBatchNamingWhatWouldKeepIt) {
                        "--batch-size 4 --grad-accum 4 or --batch-size 2 --grad-accum 8"),
             std::string::npos)
       << other;
+  // A checkpoint of a run that adapted its flags (typed 32 × 1, ran 16 × 1 on 2 ranks): its
+  // typed shape is not what it ran, so only the global batch is named.
+  const std::string adapted = shape_error(32, {32, 1}, 2, {5, 1}, 2);
+  EXPECT_NE(adapted.find("the checkpoint's run takes 32 samples per optimizer step; to keep"),
+            std::string::npos)
+      << adapted;
   // 5 samples per step cannot be split across 2 ranks, whatever the flags.
   const std::string odd = shape_error(5, {5, 1}, 1, {5, 1}, 2);
   EXPECT_NE(odd.find("2 ranks cannot share evenly; resume it on 1 or 5 ranks"), std::string::npos)

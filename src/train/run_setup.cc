@@ -108,7 +108,6 @@ void resume_from(const std::string& checkpoint_dir, const TrainOptions& o, int w
   std::string note;
   const StepShape shape = resume_step_shape(global, was, saved_world,
                                             {o.compute.batch_size, o.grad_accum}, world, &note);
-  if (!note.empty()) log_info(note);
   p.batch = shape.batch;
   p.accum = shape.accum;
   p.micro_global = std::int64_t{shape.batch} * world;
@@ -129,6 +128,7 @@ void resume_from(const std::string& checkpoint_dir, const TrainOptions& o, int w
   }
   log_info("resuming from ", checkpoint_dir, " at step ", p.start_step, " (", p.start_sample,
            " samples seen)");
+  if (!note.empty()) log_info(note);
   if (p.total_samples != saved_total) {
     log_info("the run's length changes from ", saved_total, " to ", p.total_samples, " samples (",
              ceil_div(p.total_samples, global), " steps); the LR schedule follows the new length");
