@@ -9,6 +9,7 @@
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "apps/bertfit/model_source.h"
+#include "base/error.h"
 #include "train/trainer.h"
 
 namespace bertfit::cli {
@@ -25,7 +26,11 @@ void add_train_command(CLI::App& app) {
   cmd->get_option("--model")->required();
   cmd->get_option("--output")->required();
   cmd->callback([options] {
-    validate_train_options(*options);  // a mistyped flag fails before a download
+    try {
+      validate_train_options(*options);  // a mistyped flag fails before a download
+    } catch (const Error& e) {
+      throw JobError(e.what());  // the same on every rank of an mpirun: reported once
+    }
     options->resolved_model = resolve_model_flag(options->model_dir, options->revision);
     TrainSummary s = run_training(*options);
     if (s.rank != 0) return;  // rank 0 reports for a data-parallel run

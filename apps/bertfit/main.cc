@@ -1,6 +1,7 @@
 // bertfit: fine-tune and run BERT-family text encoders on CPUs. This file only parses the
 // command line with the app of app.h and turns user errors into one-line messages with a
-// non-zero exit.
+// non-zero exit. Under an MPI launcher, errors every rank meets alike (the command line's, and
+// JobError) are printed by rank 0 only.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -9,6 +10,14 @@
 
 #include "apps/bertfit/app.h"
 #include "base/error.h"
+#include "comm/communicator.h"
+
+namespace {
+
+// False on ranks other than 0 of an MPI launch: rank 0 reports what every rank meets alike.
+bool reports_job_errors() { return bertfit::detect_launch().rank <= 0; }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app;
@@ -17,7 +26,7 @@ int main(int argc, char** argv) {
   if (!args.empty()) {
     const std::string unknown = bertfit::cli::unknown_command_message(app, args.front());
     if (!unknown.empty()) {
-      std::fprintf(stderr, "bertfit: error: %s\n", unknown.c_str());
+      if (reports_job_errors()) std::fprintf(stderr, "bertfit: error: %s\n", unknown.c_str());
       return 1;
     }
   }
@@ -26,11 +35,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ExtrasError& e) {
     // The message may end in a question ("did you mean ...?"): then no semicolon after it.
     const std::string message = bertfit::cli::unused_arguments_message(app, args);
-    std::fprintf(stderr, "bertfit: error: %s%s run with --help for more information\n",
-                 message.c_str(), message.ends_with('?') ? "" : ";");
+    if (reports_job_errors()) {
+      std::fprintf(stderr, "bertfit: error: %s%s run with --help for more information\n",
+                   message.c_str(), message.ends_with('?') ? "" : ";");
+    }
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return reports_job_errors() ? app.exit(e) : e.get_exit_code();
+  } catch (const bertfit::JobError& e) {
+    if (reports_job_errors()) {
+      std::fprintf(stderr, "bertfit: %s: %s\n", e.exit_code() > 128 ? "stopped" : "error",
+                   e.what());
+    }
+    return e.exit_code();
   } catch (const bertfit::Error& e) {
     std::fprintf(stderr, "bertfit: %s: %s\n", e.exit_code() > 128 ? "stopped" : "error", e.what());
     return e.exit_code();

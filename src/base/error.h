@@ -20,6 +20,14 @@ class Error : public std::runtime_error {
   int exit_code_;
 };
 
+// An error every rank of a data-parallel job raises alike (the command line's, or one the ranks
+// agreed on at set-up: comm/communicator.h): the CLI prints it on rank 0 only, so the job reports
+// it once, and every rank exits with its code.
+class JobError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Concatenates anything streamable: cat("file ", path, ":", line) -> std::string.
 template <class... Args>
 std::string cat(const Args&... args) {

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "comm/local_communicator.h"
@@ -86,6 +87,33 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
               " is set) but bertfit was built without MPI support; install libopenmpi-dev "
               "(scripts/setup.sh) and rebuild, or run without mpirun");
 #endif
+}
+
+void agree_on_setup(Communicator& comm, const std::string& error) {
+  const int world = comm.world(), rank = comm.rank();
+  if (world == 1) {
+    if (!error.empty()) throw JobError(error);
+    return;
+  }
+  // FNV-1a of the message, then rank 0's hash to every rank: the same message, the same hash.
+  std::uint64_t hash = 1469598103934665603ull, rank0_hash = 0;
+  for (unsigned char c : error) hash = (hash ^ c) * 1099511628211ull;
+  if (error.empty()) hash = 0;
+  rank0_hash = hash;
+  comm.broadcast(&rank0_hash, sizeof rank0_hash, 0);
+  // votes[r]: rank r failed; votes[world]: ranks that failed with rank 0's message.
+  std::vector<double> votes(static_cast<std::size_t>(world) + 1, 0.0);
+  votes[static_cast<std::size_t>(rank)] = error.empty() ? 0 : 1;
+  votes.back() = !error.empty() && hash == rank0_hash ? 1 : 0;
+  comm.allreduce_sum(votes.data(), static_cast<std::int64_t>(votes.size()));
+  if (votes.back() == world) throw JobError(error);
+  std::string failed;
+  for (int r = 0; r < world; ++r) {
+    if (votes[static_cast<std::size_t>(r)] > 0) failed += cat(failed.empty() ? "" : ", ", r);
+  }
+  if (failed.empty()) return;
+  if (!error.empty()) throw Error(cat("rank ", rank, ": ", error));
+  throw JobError(cat("the set-up failed on rank(s) ", failed));
 }
 
 std::string describe(const Communicator& comm) {

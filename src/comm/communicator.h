@@ -105,6 +105,14 @@ bool built_with_mpi();
 // one of several ranks but the build has no MPI support.
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
 
+// The set-up vote: every rank calls it at the same point with the error it hit before it
+// (empty: none), so that a failure ends the job without MPI_Abort (and its banner): no rank is
+// left waiting, every rank returns from main and MPI is finalised. Returns when no rank failed;
+// otherwise throws on every rank: JobError with the message when every rank failed with the
+// same one (the CLI prints it once, on rank 0: base/error.h), else Error naming this rank and
+// its error on each rank that failed, and JobError naming the failed ranks on the others.
+void agree_on_setup(Communicator& comm, const std::string& error);
+
 // One line for logs: "rank 1 of 4 (local 0 of 1 on host vm), MPI (Open MPI v4.1.4, ...)".
 std::string describe(const Communicator& comm);
 

@@ -55,6 +55,19 @@ TEST(LocalCommunicator, CollectivesAreIdentity) {
   comm.barrier();
 }
 
+// One process: the set-up vote passes or throws the error as the job's (printed once).
+TEST(LocalCommunicator, SetupVoteOfOne) {
+  LocalCommunicator comm;
+  EXPECT_NO_THROW(agree_on_setup(comm, ""));
+  try {
+    agree_on_setup(comm, "--lr differs");
+    FAIL() << "a failed set-up passed the vote";
+  } catch (const JobError& e) {
+    EXPECT_STREQ(e.what(), "--lr differs");
+    EXPECT_EQ(e.exit_code(), 1);
+  }
+}
+
 TEST(LocalCommunicator, NonBlockingHandles) {
   LocalCommunicator comm;
   std::vector<float> g = {0.1f, 0.2f, 0.3f};

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <tuple>
 
 #include "base/dtype.h"
+#include "base/error.h"
 #include "comm/communicator.h"
 #include "comm/grad_reducer.h"
 
@@ -196,6 +198,32 @@ TEST_P(MpiTest, ManyOutstandingWaitedOutOfOrder) {
     for (float x : buffers[static_cast<std::size_t>(k)])
       ASSERT_EQ(x, static_cast<float>(1 + 2 * k));
   }
+}
+
+// The set-up vote (agree_on_setup): nothing to do when no rank failed; JobError with the
+// message on every rank when all failed alike; otherwise each failed rank's own Error naming it,
+// and on the others JobError naming the failed ranks.
+TEST_P(MpiTest, SetupVote) {
+  const int rank = comm_->rank();
+  auto outcome = [&](const std::string& error) -> std::string {
+    try {
+      agree_on_setup(*comm_, error);
+      return "ok";
+    } catch (const JobError& e) {
+      return std::string("job: ") + e.what();
+    } catch (const Error& e) {
+      return std::string("rank: ") + e.what();
+    }
+  };
+  EXPECT_EQ(outcome(""), "ok");
+  EXPECT_EQ(outcome("--lr differs"), "job: --lr differs");
+  EXPECT_EQ(outcome(rank == 1 ? "no such file" : ""),
+            rank == 1 ? "rank: rank 1: no such file" : "job: the set-up failed on rank(s) 1");
+  EXPECT_EQ(outcome(rank == 0 ? "a" : "b"), rank == 0 ? "rank: rank 0: a" : "rank: rank 1: b");
+  // Still usable afterwards: the vote left nothing outstanding.
+  std::vector<double> one = {1.0};
+  comm_->allreduce_sum(one.data(), 1);
+  EXPECT_EQ(one[0], 2.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -81,10 +81,16 @@ RunRecords read_run(const std::string& run_dir) {
     }
     if (r.value("final", false)) {
       run.final = std::move(r);
-    } else if (r.contains("split")) {
+      continue;
+    }
+    // A record after a final one: the run was extended (train --resume with a larger
+    // --max-steps); that final record was the shorter run's.
+    if (r.contains("split")) {
       run.evals.push_back(std::move(r));
+      run.final = nullptr;
     } else if (r.contains("step") && r.contains("loss")) {
       run.steps.push_back(std::move(r));
+      run.final = nullptr;
     }
   }
   if (run.steps.empty() && run.evals.empty() && run.final.is_null()) {

@@ -18,7 +18,7 @@ namespace bertfit::report {
 
 struct RunRecords {
   std::vector<nlohmann::json> steps, evals;
-  nlohmann::json final = nullptr;     // the last final record, if the run ended
+  nlohmann::json final = nullptr;     // the last record if it is a final one (the run ended)
   nlohmann::json settings = nullptr;  // the options, if a trainer_state.json was found
 };
 

@@ -131,6 +131,21 @@ TEST(Report, ReadRunNamesTheFileAndLine) {
   EXPECT_EQ(run.evals.size(), 1u);
   EXPECT_TRUE(run.final.is_object());
   EXPECT_TRUE(run.settings.is_null());
+  // An extended run (train --resume with a larger --max-steps): the final record that counts is
+  // the last one; while the extension runs, the run is not finished.
+  const std::string extended =
+      "{\"step\": 1, \"loss\": 0.5, \"lr\": 1}\n"
+      "{\"final\": true, \"steps\": 1, \"best_step\": 1}\n"
+      "{\"step\": 2, \"loss\": 0.4, \"lr\": 1}\n";
+  write_file_atomic(tmp / "metrics.jsonl", extended);
+  run = read_run(tmp.path());
+  EXPECT_EQ(run.steps.size(), 2u);
+  EXPECT_TRUE(run.final.is_null());
+  write_file_atomic(tmp / "metrics.jsonl", extended + "{\"final\": true, \"steps\": 2}\n");
+  run = read_run(tmp.path());
+  ASSERT_TRUE(run.final.is_object());
+  EXPECT_EQ(run.final["steps"], 2);
+  EXPECT_FALSE(run.final.contains("best_step"));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Checkpoint writing (atomic folder swap) and reading.
+// Checkpoint writing (atomic folder swap) and reading; the step shape of a resumed run.
 #include "train/checkpoint.h"
 
 #include <algorithm>
@@ -13,6 +13,38 @@
 
 namespace bertfit {
 namespace fs = std::filesystem;
+namespace {
+
+// "a, b or c".
+std::string word_list(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  }
+  return out;
+}
+
+std::string ranks(std::int64_t n) { return cat(n, n == 1 ? " rank" : " ranks"); }
+
+// Up to four shapes that take `per_rank` samples on each rank, the largest batch first.
+std::string shapes_for(std::int64_t per_rank) {
+  std::vector<std::string> ways;
+  for (std::int64_t b = per_rank; b >= 1 && ways.size() < 4; --b) {
+    if (per_rank % b == 0) ways.push_back(cat("--batch-size ", b, " --grad-accum ", per_rank / b));
+  }
+  return word_list(ways);
+}
+
+// Up to eight rank counts that share `global` samples evenly.
+std::string rank_counts_for(std::int64_t global) {
+  std::vector<std::string> counts;
+  for (std::int64_t n = 1; n <= global && counts.size() < 8; ++n) {
+    if (global % n == 0) counts.push_back(std::to_string(n));
+  }
+  return word_list(counts);
+}
+
+}  // namespace
 
 namespace {
 
@@ -154,6 +186,41 @@ nlohmann::json read_trainer_state(const std::string& dir) {
     throw_error(state_path, ": missing integer \"step\"");
   }
   return state;
+}
+
+StepShape resume_step_shape(std::int64_t global, StepShape saved, int saved_world, StepShape given,
+                            int world, std::string* note) {
+  if (std::int64_t{given.batch} * given.accum * world == global) return given;
+  // The saved flags are the ones typed: a run that adapted them took another shape.
+  const bool typed_shape = std::int64_t{saved.batch} * saved.accum * saved_world == global;
+  const std::string was = cat(global, " samples per optimizer step",
+                              typed_shape ? cat(" (", ranks(saved_world), " × ", saved.batch, " × ",
+                                                saved.accum, " accumulation)")
+                                          : std::string());
+  if (global % world != 0) {
+    throw_error("--resume: the checkpoint's run takes ", was, ", which ", ranks(world),
+                " cannot share evenly; resume it on ", rank_counts_for(global), " ranks");
+  }
+  const std::int64_t per_rank = global / world;
+  if (given != saved) {
+    throw_error("--resume: --batch-size ", given.batch, " × --grad-accum ", given.accum, " × ",
+                ranks(world), " take ", std::int64_t{given.batch} * given.accum * world,
+                " samples per optimizer step, but the checkpoint's run takes ", was,
+                "; to keep it on ", ranks(world), " give ", shapes_for(per_rank));
+  }
+  StepShape shape;
+  if (per_rank % given.batch == 0) {
+    shape = {given.batch, static_cast<int>(per_rank / given.batch)};
+  } else if (per_rank % given.accum == 0) {
+    shape = {static_cast<int>(per_rank / given.accum), given.accum};
+  } else {
+    std::int64_t b = given.batch;
+    while (per_rank % b != 0) --b;
+    shape = {static_cast<int>(b), static_cast<int>(per_rank / b)};
+  }
+  *note = cat("the checkpoint's run takes ", was, "; on ", ranks(world), " that is --batch-size ",
+              shape.batch, " --grad-accum ", shape.accum);
+  return shape;
 }
 
 }  // namespace bertfit

@@ -8,8 +8,12 @@
 //
 // OUTPUT/best/ (--load-best-model-at-end) is a model folder holding the best evaluation's
 // weights, written the same way, with best_step.json naming its step.
+//
+// Also the rule that keeps a resumed run's global batch when the number of ranks changes
+// (resume_step_shape).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -39,5 +43,25 @@ std::string find_checkpoint(const std::string& dir);
 nlohmann::json load_checkpoint_state(const std::string& checkpoint_dir, AdamW& optimizer);
 // The trainer state alone (checked to be an object with an integer "step").
 nlohmann::json read_trainer_state(const std::string& checkpoint_dir);
+
+// How each rank takes its part of an optimizer step: micro-batches of `batch` rows, `accum` of
+// them (--batch-size, --grad-accum).
+struct StepShape {
+  int batch = 0, accum = 0;
+  bool operator==(const StepShape&) const = default;
+};
+
+// The shape a resumed run on `world` ranks uses so that an optimizer step still takes the
+// checkpoint's `global` samples (its run was started as `saved` on `saved_world` ranks, flags
+// as saved; `given` is this run's --batch-size and --grad-accum):
+//  - a `given` shape that keeps `global` is used as it is;
+//  - the saved flags given again on another number of ranks adapt: the per-rank batch stays if
+//    it divides global / world (the accumulation changes), else the accumulation stays if it
+//    does (the batch changes), else the largest batch below the given one that divides it;
+//    *note is set to an info line saying so;
+// otherwise Error: another global batch (naming shapes that would keep it), or a global batch
+// `world` ranks cannot share evenly (naming the rank counts that can).
+StepShape resume_step_shape(std::int64_t global, StepShape saved, int saved_world, StepShape given,
+                            int world, std::string* note);
 
 }  // namespace bertfit

@@ -1,7 +1,8 @@
 // Checkpoints: what save_checkpoint writes, load_checkpoint_state reads back exactly (Adam's
 // moments, the step, the trainer state); find_checkpoint accepts the run folder, the checkpoint
 // folder itself and a checkpoint.old left by an interrupted swap; a damaged optimizer file is an
-// error naming it; a save leaves no temporary folder behind.
+// error naming it; a save leaves no temporary folder behind. A resumed run keeps the
+// checkpoint's global batch on any number of ranks (resume_step_shape).
 #include "train/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -138,6 +139,61 @@ TEST_F(Checkpoint, BestModelRoundTripsAndNamesItsStep) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("step 7"), std::string::npos) << e.what();
   }
+}
+
+// The error a resume_step_shape call throws ("" if none).
+std::string shape_error(std::int64_t global, StepShape saved, int saved_world, StepShape given,
+                        int world) {
+  std::string note;
+  try {
+    resume_step_shape(global, saved, saved_world, given, world, &note);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ResumeStepShape, KeepsTheGlobalBatchOnAnotherNumberOfRanks) {
+  std::string note;
+  // The same flags on the same ranks: nothing to say.
+  EXPECT_EQ(resume_step_shape(32, {32, 1}, 1, {32, 1}, 1, &note), (StepShape{32, 1}));
+  EXPECT_EQ(note, "");
+  // 1 rank × 32 on 2 ranks: the accumulation cannot halve, the batch does.
+  EXPECT_EQ(resume_step_shape(32, {32, 1}, 1, {32, 1}, 2, &note), (StepShape{16, 1}));
+  EXPECT_NE(note.find("--batch-size 16 --grad-accum 1"), std::string::npos) << note;
+  // 1 rank × 8 × 4 on 2 ranks: the per-rank batch stays, the accumulation halves.
+  note.clear();
+  EXPECT_EQ(resume_step_shape(32, {8, 4}, 1, {8, 4}, 2, &note), (StepShape{8, 2}));
+  EXPECT_NE(note.find("--grad-accum 2"), std::string::npos) << note;
+  // 2 ranks × 8 on 1 rank: the batch stays (memory), the accumulation doubles.
+  EXPECT_EQ(resume_step_shape(16, {8, 1}, 2, {8, 1}, 1, &note), (StepShape{8, 2}));
+  // 1 rank × 4 × 9 on 6 ranks: neither 4 nor 9 divides 6; the largest batch below 4 that does.
+  EXPECT_EQ(resume_step_shape(36, {4, 9}, 1, {4, 9}, 6, &note), (StepShape{3, 2}));
+  // An explicit shape that keeps the global batch is taken as it is.
+  EXPECT_EQ(resume_step_shape(32, {32, 1}, 1, {16, 1}, 2, &note), (StepShape{16, 1}));
+  EXPECT_EQ(resume_step_shape(32, {32, 1}, 1, {4, 4}, 2, &note), (StepShape{4, 4}));
+}
+
+TEST(ResumeStepShape, RefusesAnotherGlobalBatchNamingWhatWouldKeepIt) {
+  const std::string other = shape_error(32, {32, 1}, 1, {5, 1}, 2);
+  EXPECT_NE(other.find("take 10 samples per optimizer step"), std::string::npos) << other;
+  EXPECT_NE(other.find("32 samples per optimizer step (1 rank × 32 × 1 accumulation)"),
+            std::string::npos)
+      << other;
+  EXPECT_NE(other.find("--batch-size 16 --grad-accum 1, --batch-size 8 --grad-accum 2, "
+                       "--batch-size 4 --grad-accum 4 or --batch-size 2 --grad-accum 8"),
+            std::string::npos)
+      << other;
+  // A checkpoint of a run that adapted its flags (typed 32 × 1, ran 16 × 1 on 2 ranks): its
+  // typed shape is not what it ran, so only the global batch is named.
+  const std::string adapted = shape_error(32, {32, 1}, 2, {5, 1}, 2);
+  EXPECT_NE(adapted.find("the checkpoint's run takes 32 samples per optimizer step; to keep"),
+            std::string::npos)
+      << adapted;
+  // 5 samples per step cannot be split across 2 ranks, whatever the flags.
+  const std::string odd = shape_error(5, {5, 1}, 1, {5, 1}, 2);
+  EXPECT_NE(odd.find("2 ranks cannot share evenly; resume it on 1 or 5 ranks"), std::string::npos)
+      << odd;
 }
 
 }  // namespace

@@ -291,6 +291,13 @@ void check_resume_compatible(TrainOptions options, const nlohmann::json& saved) 
   const nlohmann::json defaults = default_options_json();
   for (const Flag& f : train_flags(options)) {
     if (!f.affects_trajectory) continue;
+    // Resuming decides these itself (train/run_setup.cc): the global batch, --batch-size ×
+    // --grad-accum × ranks, is kept whatever the number of ranks, and --max-steps / --epochs may
+    // extend the run.
+    if (f.name == "--batch-size" || f.name == "--grad-accum" || f.name == "--max-steps" ||
+        f.name == "--epochs") {
+      continue;
+    }
     const std::string key = key_of(f.name);
     nlohmann::json now = value_of(f);
     // The same folder spelled another way ("m", "./m/"); a Hub repository id as the same words.

@@ -117,6 +117,8 @@ FlagTable train_flags(TrainOptions& options);
 nlohmann::json options_to_json(TrainOptions options);
 // Error naming every trajectory-affecting option whose value differs from `saved`. An option
 // `saved` lacks is newer than the run that wrote it, which therefore ran with its default.
+// --batch-size, --grad-accum, --max-steps and --epochs are left to the resume (run_setup.cc):
+// the global batch must stay, the run's length may grow.
 void check_resume_compatible(TrainOptions options, const nlohmann::json& saved);
 
 // Validates values a user can get wrong (positive sizes, exactly one data source, ...).

@@ -115,6 +115,18 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
   }
 }
 
+// The global batch and the run's length are the resume's to judge (run_setup.cc), not "options
+// differ": another number of ranks takes another --batch-size, and a run may be extended.
+TEST(TrainOptions, ResumeCheckLeavesBatchShapeAndLengthToTheResume) {
+  TrainOptions o = valid();
+  const nlohmann::json saved = options_to_json(o);
+  o.compute.batch_size = 16;
+  o.grad_accum = 2;
+  o.max_steps = 900;
+  o.epochs = 5;
+  EXPECT_NO_THROW(check_resume_compatible(o, saved));
+}
+
 // A checkpoint written before a flag existed ran with its default (--revision: main).
 TEST(TrainOptions, AFlagTheCheckpointPredatesCountsAsItsDefault) {
   TrainOptions o = valid();

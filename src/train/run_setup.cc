@@ -63,38 +63,99 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   return data;
 }
 
-// Reads the checkpoint's optimizer state and position into `optimizer` and `plan`, after
-// checking that the run's options match the ones it was started with.
-void resume_from(const std::string& checkpoint_dir, const TrainOptions& o, AdamW& optimizer,
-                 RunPlan& plan) {
-  nlohmann::json saved = load_checkpoint_state(checkpoint_dir, optimizer);
-  check_resume_compatible(o, saved.value("options", nlohmann::json::object()));
-  plan.start_step = saved["step"].get<std::int64_t>();
-  plan.start_sample = saved.value("samples_seen", plan.start_step * plan.per_step);
-  plan.total_samples = saved.value("total_samples", plan.total_samples);
-  plan.sched_per_step = saved.value("samples_per_step", plan.per_step);
-  log_info("resuming from ", checkpoint_dir, " at step ", plan.start_step, " (", plan.start_sample,
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The samples a run of `per_step` samples per step covers: --max-steps steps, else --epochs.
+std::int64_t run_samples(const TrainOptions& o, std::int64_t n, std::int64_t per_step) {
+  return o.max_steps > 0 ? o.max_steps * per_step
+                         : static_cast<std::int64_t>(std::ceil(o.epochs * static_cast<double>(n)));
+}
+
+// Warmup steps of a schedule of `total` steps (Trainer's get_warmup_steps).
+std::int64_t warmup_steps(const TrainOptions& o, std::int64_t total) {
+  return o.warmup_steps > 0 ? o.warmup_steps
+                            : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * total));
+}
+
+// Reads the checkpoint's optimizer state and position into `optimizer` and `p`, after checking
+// that the run's options match the ones it was started with. The global batch is the
+// checkpoint's (the shape per rank adapts to `world`); a changed --max-steps or --epochs
+// sets the run's new length, which may not end before the checkpoint.
+void resume_from(const std::string& checkpoint_dir, const TrainOptions& o, int world,
+                 AdamW& optimizer, RunPlan& p) {
+  const nlohmann::json saved = load_checkpoint_state(checkpoint_dir, optimizer);
+  const nlohmann::json opts = saved.value("options", nlohmann::json::object());
+  check_resume_compatible(o, opts);
+  const TrainOptions defaults;
+  std::int64_t global = 0, saved_total = 0, saved_max_steps = 0;
+  double saved_epochs = 0;
+  StepShape was;
+  int saved_world = 1;
+  try {
+    was = {opts.value("batch-size", defaults.compute.batch_size),
+           opts.value("grad-accum", defaults.grad_accum)};
+    saved_world = saved.value("world", 1);
+    global = saved.value("samples_per_step", std::int64_t{was.batch} * was.accum * saved_world);
+    p.start_step = saved["step"].get<std::int64_t>();
+    p.start_sample = saved.value("samples_seen", p.start_step * global);
+    saved_total = saved.value("total_samples", run_samples(o, p.n, global));
+    saved_max_steps = opts.value("max-steps", defaults.max_steps);
+    saved_epochs = opts.value("epochs", defaults.epochs);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(join_path(checkpoint_dir, "trainer_state.json"), ": ", e.what());
+  }
+  if (global <= 0 || was.batch <= 0 || was.accum <= 0 || saved_world <= 0) {
+    throw_error(join_path(checkpoint_dir, "trainer_state.json"), ": invalid batch sizes");
+  }
+  std::string note;
+  const StepShape shape = resume_step_shape(global, was, saved_world,
+                                            {o.compute.batch_size, o.grad_accum}, world, &note);
+  p.batch = shape.batch;
+  p.accum = shape.accum;
+  p.micro_global = std::int64_t{shape.batch} * world;
+  p.per_step = global;
+  p.sched_per_step = global;
+  p.restored_sched_total = ceil_div(saved_total, global);
+  p.restored_warmup = warmup_steps(o, p.restored_sched_total);
+  const bool same_length = saved_max_steps == o.max_steps && saved_epochs == o.epochs;
+  p.total_samples = same_length ? saved_total : run_samples(o, p.n, global);
+  if (p.total_samples < p.start_sample) {
+    if (o.max_steps > 0) {
+      throw_error("--resume: --max-steps ", o.max_steps, " is fewer than the ", p.start_step,
+                  " steps the checkpoint has done; give at least ", p.start_step);
+    }
+    throw_error("--resume: --epochs ", o.epochs, " is ", p.total_samples,
+                " samples, fewer than the ", p.start_sample, " the checkpoint has seen (",
+                static_cast<double>(p.start_sample) / static_cast<double>(p.n), " epochs)");
+  }
+  log_info("resuming from ", checkpoint_dir, " at step ", p.start_step, " (", p.start_sample,
            " samples seen)");
+  if (!note.empty()) log_info(note);
+  if (p.total_samples != saved_total) {
+    log_info("the run's length changes from ", saved_total, " to ", p.total_samples, " samples (",
+             ceil_div(p.total_samples, global), " steps); the LR schedule follows the new length");
+  }
 }
 
 RunPlan plan_run(const TrainOptions& o, int world, std::int64_t n,
                  const std::string& checkpoint_dir, AdamW& optimizer) {
   RunPlan p;
   p.n = n;
-  p.micro_global = std::int64_t{o.compute.batch_size} * world;
-  p.per_step = p.micro_global * o.grad_accum;
-  p.total_samples = o.max_steps > 0
-                        ? o.max_steps * p.per_step
-                        : static_cast<std::int64_t>(std::ceil(o.epochs * static_cast<double>(n)));
+  p.batch = o.compute.batch_size;
+  p.accum = o.grad_accum;
+  p.micro_global = std::int64_t{p.batch} * world;
+  p.per_step = p.micro_global * p.accum;
+  p.total_samples = run_samples(o, n, p.per_step);
   p.sched_per_step = p.per_step;
-  if (!checkpoint_dir.empty()) resume_from(checkpoint_dir, o, optimizer, p);
-  p.total_steps =
-      p.start_step +
-      (std::max<std::int64_t>(0, p.total_samples - p.start_sample) + p.per_step - 1) / p.per_step;
-  p.sched_total = (p.total_samples + p.sched_per_step - 1) / p.sched_per_step;
-  p.warmup = o.warmup_steps > 0
-                 ? o.warmup_steps
-                 : static_cast<std::int64_t>(std::ceil(o.warmup_ratio * p.sched_total));
+  if (!checkpoint_dir.empty()) resume_from(checkpoint_dir, o, world, optimizer, p);
+  p.total_steps = p.start_step +
+                  ceil_div(std::max<std::int64_t>(0, p.total_samples - p.start_sample), p.per_step);
+  p.sched_total = ceil_div(p.total_samples, p.sched_per_step);
+  p.warmup = warmup_steps(o, p.sched_total);
+  if (checkpoint_dir.empty()) {
+    p.restored_sched_total = p.sched_total;
+    p.restored_warmup = p.warmup;
+  }
   return p;
 }
 
@@ -136,18 +197,20 @@ bool run_finished(const std::string& dir) {
 
 }  // namespace
 
-void set_up_process(const TrainOptions& o, const Communicator& comm) {
+std::string set_up_process(const TrainOptions& o, const Communicator& comm) {
   set_log_config({.rank = comm.rank(), .world = comm.world()});
   int threads = o.compute.threads;
+  std::string line;
   if (!o.dist.no_pin) {
     CpuShare share = cpu_share(comm.local_rank(), comm.local_world());
     int share_threads = apply_cpu_share(share);
     if (threads <= 0) threads = share_threads;
     if (comm.world() > 1 || log_config().verbose) {
-      log_line("info", cat(describe(comm), ": ", describe_share(share), ", ", threads, " threads"));
+      line = cat(describe(comm), ": ", describe_share(share), ", ", threads, " threads");
     }
   }
   if (threads > 0) set_num_threads(threads);
+  return line;
 }
 
 TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator)
@@ -181,6 +244,9 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
   }
   model.set_loss_options(
       make_loss_options(options, data.task, state.config.num_labels, data.train));
+}
+
+void TrainRun::start() {
   if (rank == 0) out.create();
   if (!checkpoint_dir.empty()) out.keep();  // the run's checkpoint lives there
   // Every rank starts from rank 0's parameters and optimizer state. A fresh optimizer's
@@ -242,9 +308,14 @@ std::vector<MicroBatch> TrainRun::step_batches(std::int64_t first, std::int64_t 
 }
 
 double TrainRun::lr_at(std::int64_t first) const {
+  // The first step after a checkpoint applies the LR of the schedule it was written under:
+  // Trainer loads the optimizer's state, LR included, and its scheduler sets the new schedule's
+  // LR only after that step (the same value unless --resume changed the run's length).
+  const bool restored = first == plan.start_sample && plan.start_step > 0;
   return schedule_lr(options.lr_scheduler_type, options.lr,
-                     static_cast<double>(first) / plan.sched_per_step, plan.warmup,
-                     plan.sched_total);
+                     static_cast<double>(first) / plan.sched_per_step,
+                     restored ? plan.restored_warmup : plan.warmup,
+                     restored ? plan.restored_sched_total : plan.sched_total);
 }
 
 }  // namespace bertfit

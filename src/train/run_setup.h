@@ -2,8 +2,9 @@
 // the model and its tokenizer, the task and its examples (encoded), the output folder, resuming
 // from a checkpoint, the run's sizes and LR schedule, every rank starting from rank 0's
 // parameters, the optimizer step with its gradient reducer, and which rows of each step this
-// rank takes (sharding). Anything a user can get wrong fails here, before the output folder is
-// touched. The loop that runs the steps is trainer.cc's.
+// rank takes (sharding). Anything a user can get wrong fails in TrainRun's constructor, which
+// does no collective and touches no folder, so that the ranks can agree on a failure before
+// start() (trainer.cc). The loop that runs the steps is trainer.cc's.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,9 @@
 namespace bertfit {
 
 // Log identity and threads of this process: ranks on one host split its cores (and any CPU
-// quota) evenly unless --no-pin.
-void set_up_process(const TrainOptions& options, const Communicator& comm);
+// quota) evenly unless --no-pin. Returns the line that says so (empty: nothing to say), logged
+// once the set-up has succeeded on every rank.
+std::string set_up_process(const TrainOptions& options, const Communicator& comm);
 
 // The examples of a run, encoded, the task they belong to and the model's config for it.
 struct RunData {
@@ -37,26 +39,36 @@ struct RunData {
   std::vector<std::pair<std::string, std::vector<EncodedExample>>> dev;  // (split, examples)
 };
 
-// The run's sizes and schedule. The sample budget and the LR schedule are fixed when a run
-// starts and kept by its checkpoints: a run resumed with a different number of ranks covers the
-// same samples on the same schedule, the schedule advancing by samples seen / the original step
-// size (sched_per_step).
+// The run's sizes and schedule. The global batch (samples per optimizer step) is fixed when a
+// run starts and kept by its checkpoints: a run resumed on another number of ranks adapts the
+// per-rank batch or accumulation (checkpoint.h: resume_step_shape) and continues the same
+// sample stream. Its length (total_samples) may be extended on resume (--max-steps, --epochs),
+// and the LR schedule then follows the new length, as Trainer's does (docs/DESIGN.md).
 struct RunPlan {
   std::int64_t n = 0;             // training examples
+  int batch = 0, accum = 0;       // per rank: rows of a micro-batch, micro-batches of a step
   std::int64_t micro_global = 0;  // samples of one micro-batch, all ranks (batch × N)
   std::int64_t per_step = 0;      // samples of one optimizer step (micro_global × accumulation)
   std::int64_t total_samples = 0;
   std::int64_t start_step = 0, start_sample = 0;  // where this run starts (0, or the checkpoint)
   std::int64_t total_steps = 0;                   // the run's steps in all, resumed ones included
   std::int64_t sched_per_step = 0, sched_total = 0, warmup = 0;  // the LR schedule's steps
+  // The schedule the checkpoint was written under (a fresh run: the one above). Its LR at the
+  // checkpoint's step is the first resumed step's: Trainer restores the LR the optimizer held.
+  std::int64_t restored_sched_total = 0, restored_warmup = 0;
 };
 
 // A run ready for its first step. Members are built in order; the constructor throws Error
-// for anything the user can get wrong.
+// for anything the user can get wrong, without a collective, so every rank reaches the set-up
+// vote (trainer.cc) whatever happened; start() then does the collective part.
 struct TrainRun {
   TrainRun(const TrainOptions& train_options, Communicator& communicator);
   TrainRun(const TrainRun&) = delete;
   TrainRun& operator=(const TrainRun&) = delete;
+
+  // Creates the output folder (rank 0), gives every rank rank 0's parameters (and Adam state
+  // when resuming), and decides already_finished. All ranks call it, after the vote.
+  void start();
 
   // This rank's part of each micro-batch of the step that covers samples [first, last) of the
   // run: each micro-batch of micro_global samples is split across ranks by token counts.

@@ -104,7 +104,7 @@ TrainLoop::TrainLoop(TrainRun& run)
   const int world = run_.world;
   log_info("training ", run_.data.task.name, ": ", plan_.n, " examples, ",
            plan_.total_steps - plan_.start_step, " steps of ", plan_.per_step, " samples (", world,
-           world > 1 ? " ranks × " : " rank × ", o_.compute.batch_size, " × ", o_.grad_accum,
+           world > 1 ? " ranks × " : " rank × ", plan_.batch, " × ", plan_.accum,
            " accumulation), ", num_threads(), " threads");
   comm_cpu_at_start_ = run_.comm.thread_cpu_seconds();
   train_timer_.reset();
@@ -270,7 +270,7 @@ void TrainLoop::stop_interrupted(std::int64_t done) {
   if (run_.world > 1) run_.comm.barrier();  // rank 0's checkpoint is complete before anyone exits
   const int sig = InterruptGuard::signal() != 0 ? InterruptGuard::signal() : SIGINT;
   const std::string checkpoint = join_path(run_.out.path(), "checkpoint");
-  throw Error(
+  throw JobError(
       cat("interrupted at step ", done, " of ", plan_.total_steps, "; the checkpoint is in ",
           checkpoint, ". Continue with the same command and --resume ", checkpoint),
       128 + sig);
@@ -335,9 +335,8 @@ TrainSummary TrainLoop::finish(bool evaluated_last, std::int64_t steps_done) {
   return summary_;
 }
 
-TrainSummary train_with(const TrainOptions& o, Communicator& comm) {
-  set_up_process(o, comm);
-  TrainRun run(o, comm);
+TrainSummary train_with(TrainRun& run) {
+  run.start();
   if (run.already_finished) {
     const std::int64_t steps = std::min(run.plan.start_step, run.plan.total_steps);
     log_info("the run in ", run.out.path(), " already finished at step ", steps,
@@ -360,8 +359,22 @@ TrainSummary run_training(const TrainOptions& options) {
                          .poll_interval_us = options.dist.comm_poll_us,
                          .grad_transport = options.dist.grad_transport});
   const InterruptGuard interrupts;  // Ctrl-C / SIGTERM stop at a step boundary
+  // The set-up has no collective: every rank gets to the vote, which ends the job on every rank
+  // (MPI finalised, no abort banner) if any failed, reported once when all failed alike.
+  std::unique_ptr<TrainRun> run;
+  std::string error, identity;
   try {
-    return train_with(options, *comm);
+    identity = set_up_process(options, *comm);
+    run = std::make_unique<TrainRun>(options, *comm);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree_on_setup(*comm, error);
+  if (!identity.empty()) log_line("info", identity);
+  try {
+    return train_with(*run);
+  } catch (const JobError&) {
+    throw;  // every rank raised it at the same point: each exits, rank 0 reports
   } catch (const Error& e) {
     // One rank failing must end the whole job at once, not leave the others waiting for it
     // until --comm-timeout.

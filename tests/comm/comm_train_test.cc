@@ -2,7 +2,12 @@
 //  * equivalence: 2 ranks with per-rank batch b give the parameters 1 rank gets with batch 2b
 //    (dropout off), also with gradient accumulation, with class weights and with a bf16 wire;
 //  * failure: a rank that is killed or stalls makes the job exit non-zero within the timeout
-//    with a message naming the rank, and --resume then completes the run.
+//    with a message naming the rank, and --resume then completes the run;
+//  * resume across rank counts: a 1-rank run stopped and resumed on 2 ranks with the same flags
+//    ends where the uninterrupted run ends (the per-rank batch adapts to keep the global batch),
+//    an explicit --batch-size that keeps it is accepted, one that does not is refused naming
+//    the ones that would;
+//  * user errors under mpirun are one line from rank 0 (no MPI_Abort banner).
 //
 // Tolerances. The two runs compute the same mean gradient in a different order: each rank pads
 // its half-batch to its own longest row (different matrix shapes, so a different blocking of
@@ -21,11 +26,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "../cli/cli_util.h"
@@ -40,11 +47,12 @@ const std::string kMpirun = BERTFIT_MPIRUN;  // mpirun and its flags, without -n
 
 std::string mrpc() { return shared_dir() + "/data/glue/MRPC"; }
 
-// Runs `mpirun -np N bertfit <args>`.
-RunResult run_mpi(int np, const std::string& args) {
+// Runs `mpirun [launcher_flags] -np N bertfit <args>`.
+RunResult run_mpi(int np, const std::string& args, const std::string& launcher_flags = "") {
   TempDir tmp;
-  std::string cmd = kMpirun + " -np " + std::to_string(np) + " " + bertfit_binary() + " " + args +
-                    " </dev/null >" + (tmp / "out") + " 2>" + (tmp / "err");
+  std::string cmd = kMpirun + " " + launcher_flags + " -np " + std::to_string(np) + " " +
+                    bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" +
+                    (tmp / "err");
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -234,6 +242,122 @@ TEST_F(DistTrain, StalledRankTimesOutWithAMessage) {
   EXPECT_LT(r.seconds, 3 + 20.0);
   EXPECT_NE(r.err.find("rank"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("3 s"), std::string::npos) << r.err;
+}
+
+// A 1-rank run (batch 16) stopped by SIGTERM after a checkpoint, then resumed with the same
+// command under mpirun -np 2: the ranks take 8 each, and the run ends where the uninterrupted
+// 1-rank run ends. Dropout is off (the fixture's model), so the two differ only by the fp32
+// rounding of the steps after the resume, as in the equivalence tests above: ≤ 40 steps of
+// ~1e-6 relative error each stay far below 1e-3 · ‖Δ‖; Σ lr = 1e-3 · (39 · 40 / 2) / 39 = 0.02.
+TEST_F(DistTrain, OneRankRunResumedOnTwoRanksEndsWhereItWouldHave) {
+  auto args = [&](const std::string& out) {
+    return "train --model " + (tmp_ / "model") + " --output " + out + " --task mrpc --data " +
+           mrpc() +
+           " --max-steps 40 --warmup-steps 1 --lr 1e-3 --max-seq-len 64 --eval-every never"
+           " --batch-size 16 --save-every 2";
+  };
+  RunResult whole = run_bertfit(args(tmp_ / "whole") + " --threads 1");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+
+  // Stop the 1-rank run at a step boundary once it has a checkpoint (it writes one as it stops).
+  const std::string cmd =
+      "exec " + bertfit_binary() + " " + args(tmp_ / "out") + " --threads 1 >/dev/null 2>&1";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string state = tmp_ / "out/checkpoint/trainer_state.json";
+  for (int i = 0; i < 6000 && !fs::exists(state); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM)
+      << "the run was not stopped by SIGTERM (finished first?): status " << status;
+  const int stopped = nlohmann::json::parse(read_text(state))["step"];
+  ASSERT_LT(stopped, 40);
+
+  RunResult resumed = run_mpi(2, args(tmp_ / "out") + " --resume " + (tmp_ / "out"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("on 2 ranks that is --batch-size 8 --grad-accum 1"), std::string::npos)
+      << resumed.err;
+  auto st = nlohmann::json::parse(read_text(state));
+  EXPECT_EQ(st["step"], 40);
+  EXPECT_EQ(st["samples_seen"], 40 * 16);
+  EXPECT_EQ(st["world"], 2);
+  expect_same_trajectory(tmp_ / "model/model.safetensors", tmp_ / "whole/model.safetensors",
+                         tmp_ / "out/model.safetensors", 1e-3, 0.02);
+}
+
+// The error of a failed mpirun: exits non-zero, one "bertfit:" line (rank 0's) containing `needle`,
+// no MPI_Abort banner. mpirun itself adds a notice that a process exited non-zero unless it
+// runs with -q (Open MPI): then the line is all of stderr.
+void expect_job_error(int np, const std::string& args, const std::string& needle) {
+  RunResult r = run_mpi(np, args);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.err);
+  std::string ours;
+  int count = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("bertfit:", 0) == 0) {
+      ours = line;
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 1) << r.err;
+  EXPECT_EQ(ours.rfind("bertfit: error: ", 0), 0u) << r.err;
+  EXPECT_NE(ours.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("rank 1"), std::string::npos) << r.err;
+  if (kMpirun.find("--mca") != std::string::npos) {  // Open MPI's flags: it has -q
+    RunResult quiet = run_mpi(np, args, "-q");
+    EXPECT_EQ(quiet.exit_code, r.exit_code) << quiet.err;
+    EXPECT_EQ(std::count(quiet.err.begin(), quiet.err.end(), '\n'), 1) << quiet.err;
+    EXPECT_EQ(quiet.err.rfind("bertfit: error: ", 0), 0u) << quiet.err;
+  }
+}
+
+// A 1-rank checkpoint of 32 samples per step resumed on 2 ranks: --batch-size 16 keeps it and
+// is accepted; --batch-size 5 is refused on one line naming the shapes that keep it; a run of
+// 5 samples per step cannot be shared by 2 ranks. Refusals, bad flags and unknown flags under
+// mpirun are one line from rank 0 (--max-seq-len 128 truncates no MRPC row: no warning either).
+TEST_F(DistTrain, ResumeOnTwoRanksKeepsTheGlobalBatchAndErrorsAreOneLine) {
+  auto args = [&](const std::string& out, const std::string& extra) {
+    return "train --model " + (tmp_ / "model") + " --output " + out + " --task mrpc --data " +
+           mrpc() + " --lr 1e-3 --max-seq-len 128 --eval-every never " + extra;
+  };
+  const std::string out = tmp_ / "out";
+  RunResult first = run_bertfit(args(out, "--max-steps 2 --batch-size 32"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string resume = " --resume " + out;
+  expect_job_error(2, args(out, "--max-steps 4 --batch-size 5" + resume),
+                   "--resume: --batch-size 5 × --grad-accum 1 × 2 ranks take 10 samples per "
+                   "optimizer step, but the checkpoint's run takes 32 samples per optimizer step "
+                   "(1 rank × 32 × 1 accumulation); to keep it on 2 ranks give --batch-size 16 "
+                   "--grad-accum 1, --batch-size 8 --grad-accum 2");
+  expect_job_error(2, args(out, "--max-steps 4 --batch-size 32 --weight-decay 0.5" + resume),
+                   "--resume: the run's options differ from the checkpoint's: --weight-decay is "
+                   "0.5");
+  expect_job_error(2, args(out, "--max-steps 4 --batch-size 0"), "--batch-size must be > 0");
+  expect_job_error(2, args(out, "--max-steps 4 --batch-sise 16"), "unknown flag '--batch-sise'");
+
+  RunResult two = run_mpi(2, args(out, "--max-steps 4 --batch-size 16" + resume));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.err.find("2 steps of 32 samples (2 ranks × 16 × 1 accumulation)"),
+            std::string::npos)
+      << two.err;
+  auto state = nlohmann::json::parse(read_text(out + "/checkpoint/trainer_state.json"));
+  EXPECT_EQ(state["step"], 4);
+  EXPECT_EQ(state["samples_seen"], 4 * 32);
+
+  const std::string odd = tmp_ / "odd";
+  RunResult five = run_bertfit(args(odd, "--max-steps 1 --batch-size 5"));
+  ASSERT_EQ(five.exit_code, 0) << five.err;
+  expect_job_error(2, args(odd, "--max-steps 2 --batch-size 5 --resume " + odd),
+                   "2 ranks cannot share evenly; resume it on 1 or 5 ranks");
 }
 
 }  // namespace
