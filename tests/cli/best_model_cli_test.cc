@@ -40,17 +40,6 @@ std::vector<nlohmann::json> evals(const std::vector<nlohmann::json>& recs) {
   return out;
 }
 
-std::vector<float> params(const std::string& path) {
-  SafetensorsFile f = SafetensorsFile::open(path);
-  std::vector<float> out;
-  for (const TensorInfo& t : f.tensors()) {
-    std::vector<float> v(t.shape.numel());
-    f.read_f32(t, v.data());
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 // The step of the strictly best value of `key` over the evaluations, as Trainer picks it.
 std::int64_t best_of(const std::vector<nlohmann::json>& ev, const std::string& key, bool greater) {
   std::int64_t step = -1;
@@ -109,9 +98,9 @@ TEST_F(BestModelCli, LoadBestModelAtEndSavesTheBestEvaluationsModel) {
 
   // The saved model is the best one: OUTPUT/best's parameters, not the last checkpoint's, and
   // evaluated on its own it gives the best record's metrics.
-  const std::vector<float> saved = params(out + "/model.safetensors");
-  EXPECT_EQ(saved, params(out + "/best/model.safetensors"));
-  EXPECT_NE(saved, params(out + "/checkpoint/model.safetensors"));
+  const std::vector<float> saved = all_params(out + "/model.safetensors");
+  EXPECT_EQ(saved, all_params(out + "/best/model.safetensors"));
+  EXPECT_NE(saved, all_params(out + "/checkpoint/model.safetensors"));
   RunResult e =
       run_bertfit("eval --model " + out + " --task mrpc --data " + mrpc() + " --max-seq-len 64");
   ASSERT_EQ(e.exit_code, 0) << e.err;
@@ -130,7 +119,8 @@ TEST_F(BestModelCli, WithoutLoadBestTheLastModelIsSavedAndTheBestStepStillReport
   EXPECT_EQ(fin["best_metric"], "eval_loss");
   EXPECT_EQ(fin["model"], "last");
   EXPECT_FALSE(fs::exists(out + "/best"));
-  EXPECT_EQ(params(out + "/model.safetensors"), params(out + "/checkpoint/model.safetensors"));
+  EXPECT_EQ(all_params(out + "/model.safetensors"),
+            all_params(out + "/checkpoint/model.safetensors"));
 }
 
 // --greater-is-better reverses the default direction (here: the highest loss is "best").
@@ -185,7 +175,7 @@ TEST_F(BestModelCli, EarlyStoppingStopsWhereTrainersCallbackWould) {
   const nlohmann::json summary = nlohmann::json::parse(last_line(r.out));
   EXPECT_EQ(summary["steps"], stop);
   EXPECT_EQ(summary["stopped_early"], true);
-  EXPECT_EQ(params(out + "/model.safetensors"), params(out + "/best/model.safetensors"));
+  EXPECT_EQ(all_params(out + "/model.safetensors"), all_params(out + "/best/model.safetensors"));
 
   // Resuming an early-stopped run has nothing to do.
   RunResult again = train("out",

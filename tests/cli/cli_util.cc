@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/safetensors.h"
+
 namespace bertfit::testing {
 
 std::string bertfit_binary() { return std::string(BERTFIT_BINARY_DIR) + "/apps/bertfit/bertfit"; }
@@ -59,6 +61,28 @@ std::string last_line(const std::string& out) {
   const auto begin = out.rfind('\n', end);
   const std::size_t start = begin == std::string::npos ? 0 : begin + 1;
   return out.substr(start, end + 1 - start);
+}
+
+std::map<std::string, std::vector<float>> tensors_of(const std::string& path) {
+  SafetensorsFile f = SafetensorsFile::open(path);
+  std::map<std::string, std::vector<float>> out;
+  for (const TensorInfo& t : f.tensors()) {
+    std::vector<float>& v = out[t.name];
+    v.resize(t.shape.numel());
+    f.read_f32(t, v.data());
+  }
+  return out;
+}
+
+std::vector<float> all_params(const std::string& path) {
+  SafetensorsFile f = SafetensorsFile::open(path);
+  std::vector<float> out;
+  for (const TensorInfo& t : f.tensors()) {
+    std::vector<float> v(t.shape.numel());
+    f.read_f32(t, v.data());
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
 }
 
 }  // namespace bertfit::testing

@@ -2,7 +2,9 @@
 // code, stdout and stderr; temporary folders; tiny models made with `bertfit init`.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tests/util/temp_dir.h"  // TempDir
 
@@ -31,5 +33,9 @@ std::string read_text(const std::string& path);
 // The last non-empty line of a command's output (e.g. the JSON summary `eval` prints last).
 std::string last_line(const std::string& out);
 void write_text(const std::string& path, const std::string& text);
+
+// Every tensor of a safetensors file as floats: by name, or all concatenated in file order.
+std::map<std::string, std::vector<float>> tensors_of(const std::string& path);
+std::vector<float> all_params(const std::string& path);
 
 }  // namespace bertfit::testing

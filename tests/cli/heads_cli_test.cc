@@ -29,19 +29,6 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-// Every F32 tensor of a safetensors file by name.
-std::map<std::string, std::vector<float>> tensors_of(const std::string& path) {
-  SafetensorsFile f = SafetensorsFile::open(path);
-  std::map<std::string, std::vector<float>> out;
-  for (const TensorInfo& t : f.tensors()) {
-    if (t.dtype != SafetensorsDType::kF32) continue;
-    std::vector<float> v(t.shape.numel());
-    f.read_f32(t, v.data());
-    out[t.name] = std::move(v);
-  }
-  return out;
-}
-
 std::vector<std::int64_t> shape_of(const std::string& path, const std::string& name) {
   SafetensorsFile f = SafetensorsFile::open(path);
   const TensorInfo* t = f.find(name);

@@ -35,18 +35,6 @@ std::string data_tsv() {
          "not good at all\t0\nwonderful acting\t1\n";
 }
 
-// A model folder's parameters, in file order.
-std::vector<float> all_params(const std::string& path) {
-  SafetensorsFile f = SafetensorsFile::open(path);
-  std::vector<float> out;
-  for (const TensorInfo& t : f.tensors()) {
-    std::vector<float> v(t.shape.numel());
-    f.read_f32(t, v.data());
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 int lines_of(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }

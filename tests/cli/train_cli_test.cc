@@ -31,18 +31,6 @@ nlohmann::json last_json(const std::string& out) {
   return nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
 }
 
-std::vector<float> all_params(const std::string& path) {
-  SafetensorsFile f = SafetensorsFile::open(path);
-  std::vector<float> out;
-  for (const TensorInfo& t : f.tensors()) {
-    if (t.dtype != SafetensorsDType::kF32) continue;
-    std::vector<float> v(t.shape.numel());
-    f.read_f32(t, v.data());
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
 TEST(TrainCli, MrpcRunsEndToEndAndEvalReproducesDevMetrics) {
   TempDir tmp;
   init_tiny_model(tmp / "model");
