@@ -2,6 +2,8 @@
 #include "apps/bertfit/cli_flags.h"
 
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace bertfit::cli {
 namespace {
@@ -40,6 +42,12 @@ void add_one(CLI::App& cmd, const Flag& flag) {
 
 void add_flags(CLI::App& cmd, const FlagTable& table) {
   for (const Flag& flag : table) add_one(cmd, flag);
+}
+
+ParsedTarget family_target(const ModelFamily*& field) {
+  std::vector<Choice<const ModelFamily*>> choices;
+  for (const ModelFamily* f : model_families()) choices.push_back({f->model_type, f});
+  return choice_target(field, std::move(choices));
 }
 
 }  // namespace bertfit::cli

@@ -7,9 +7,14 @@
 #include <CLI/CLI.hpp>
 
 #include "flags/flag.h"
+#include "model/family.h"
 
 namespace bertfit::cli {
 
 void add_flags(CLI::App& cmd, const FlagTable& table);
+
+// The target of an --arch flag: one of the supported model_types (model/family.h); the field
+// stays null until one is given.
+ParsedTarget family_target(const ModelFamily*& field);
 
 }  // namespace bertfit::cli

@@ -36,7 +36,7 @@ enum class BenchMode { kTrain, kInfer };
 
 struct BenchOptions {
   std::optional<BenchMode> mode;  // required: set by the command line
-  Arch arch = Arch::kDistilBert;
+  const ModelFamily* arch = &default_family();
   std::string model_dir, revision = "main";
   ComputeOptions compute;  // --precision, --threads, --batch-size
   int seq_len = 128, steps = 5, warmup = 2;
@@ -94,7 +94,7 @@ void run(const BenchOptions& o) {
   if (!o.model_dir.empty()) {
     state = load_model(resolve_model_flag(o.model_dir, o.revision));
   } else {
-    state = ModelState(ModelConfig::defaults(o.arch));
+    state = ModelState(ModelConfig::defaults(*o.arch));
     init_params(state.layout, state.config, 42, state.params.data());
   }
   const ModelConfig& c = state.config;
@@ -155,7 +155,7 @@ void run(const BenchOptions& o) {
   const double peak = std::max(peak_before, measure_matmul_peak(precision));
   nlohmann::json j{{"engine", "bertfit"},
                    {"mode", train ? "train" : "infer"},
-                   {"arch", arch_name(c.arch)},
+                   {"arch", c.model_type()},
                    {"precision", precision_name(precision)},
                    {"threads", num_threads()},
                    {"batch_size", B},
@@ -182,12 +182,13 @@ void add_bench_command(CLI::App& app) {
       "Measure training-step or inference throughput on random batches; prints JSON "
       "with samples/s, ms per step, GFLOP/s and the fraction of the matrix-product "
       "peak measured in the same run.");
-  add_flags(
-      *cmd,
-      {{"mode", "What to measure: train (optimizer steps) or infer (forward passes)",
-        choice_target(o->mode, {{"train", BenchMode::kTrain}, {"infer", BenchMode::kInfer}})},
-       {"--arch", "Architecture at its base size (distilbert-base, bert-base), when no --model",
-        choice_target(o->arch, {{"distilbert", Arch::kDistilBert}, {"bert", Arch::kBert}})}});
+  add_flags(*cmd,
+            {{"mode", "What to measure: train (optimizer steps) or infer (forward passes)",
+              choice_target(o->mode, {{"train", BenchMode::kTrain}, {"infer", BenchMode::kInfer}})},
+             {"--arch",
+              "Architecture (model_type) at its base size (distilbert: distilbert-base, bert: "
+              "bert-base), when no --model",
+              family_target(o->arch)}});
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             select_flags(compute_flags(o->compute), {"--batch-size", "--precision", "--threads"}));

@@ -16,6 +16,7 @@
 #include "flags/groups.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
+#include "model/family.h"
 #include "model/model_io.h"
 
 namespace bertfit::cli {
@@ -83,7 +84,7 @@ void run(const ForwardOptions& o) {
                   ")");
   }
   for (auto t : types) {
-    if (t < 0 || (c.arch == Arch::kBert && t >= c.type_vocab_size))
+    if (t < 0 || (c.family->token_types() && t >= c.type_vocab_size))
       throw_error(o.batch_path, ": token type id ", t, " out of range");
   }
   BertModel model(c, state.layout, precision);

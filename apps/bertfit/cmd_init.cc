@@ -1,5 +1,5 @@
-// `bertfit init`: a freshly initialised DistilBERT or BERT classifier as a Hugging Face model
-// folder, from the HF defaults (or a config.json), key=value overrides and a vocabulary.
+// `bertfit init`: a freshly initialised sequence classifier of any supported family as a Hugging
+// Face model folder, from the HF defaults (or a config.json), key=value overrides and a vocabulary.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 
 struct InitOptions {
-  std::optional<Arch> arch;  // unset: from --config's model_type
+  const ModelFamily* arch = nullptr;  // unset: from --config's model_type
   std::string output;
   std::string config;
   std::vector<std::string> sets;
@@ -57,23 +57,27 @@ std::string default_vocab() {
 // The HF defaults of the architecture with the keys of the --config file laid over them.
 json starting_config(const InitOptions& o) {
   if (o.config.empty()) {
-    if (!o.arch) throw_error("give --arch distilbert|bert (or --config FILE.json)");
+    if (!o.arch) throw_error("give --arch (", model_type_list(), ") or --config FILE.json");
     return json::parse(model_config_to_json(ModelConfig::defaults(*o.arch)));
   }
   json file = read_json_file(o.config);
   if (!file.is_object() || !file.contains("model_type") || !file["model_type"].is_string()) {
-    throw_error(o.config, ": missing key 'model_type'; add \"model_type\": \"bert\" (or ",
-                "\"distilbert\") to the file");
+    throw_error(o.config, ": missing key 'model_type'; add \"model_type\" (one of ",
+                model_type_list(), ") to the file");
   }
   const std::string type = file["model_type"].get<std::string>();
-  if (type != "distilbert" && type != "bert") {
-    throw_error(o.config, ": unsupported model_type '", type, "' (distilbert or bert)");
-  }
-  if (o.arch && arch_name(*o.arch) != type) {
-    throw_error("--arch ", arch_name(*o.arch), " disagrees with model_type '", type, "' in ",
+  const ModelFamily& family = [&]() -> const ModelFamily& {
+    try {
+      return model_family(type);
+    } catch (const Error& e) {
+      throw Error(cat(o.config, ": ", e.what()));
+    }
+  }();
+  if (o.arch && o.arch != &family) {
+    throw_error("--arch ", o.arch->model_type, " disagrees with model_type '", type, "' in ",
                 o.config);
   }
-  json hf = json::parse(model_config_to_json(ModelConfig::defaults(parse_arch(type))));
+  json hf = json::parse(model_config_to_json(ModelConfig::defaults(family)));
   if (file.contains("id2label") || file.contains("label2id") || file.contains("num_labels")) {
     hf.erase("id2label");  // the file's labels replace the default two
     hf.erase("label2id");
@@ -120,7 +124,7 @@ void run_init(const InitOptions& o) {
   std::printf(
       "initialised %s: %lld parameters (%d layers, hidden %d, %d heads, %d labels, "
       "seed %llu) -> %s\n",
-      arch_name(config.arch), static_cast<long long>(state.layout.total()), config.layers,
+      config.model_type(), static_cast<long long>(state.layout.total()), config.layers,
       config.hidden, config.heads, config.num_labels, static_cast<unsigned long long>(o.seed),
       o.output.c_str());
 }
@@ -138,13 +142,13 @@ void add_init_command(CLI::App& app) {
   add_flags(
       *cmd,
       {{"--arch",
-        "Architecture: distilbert (distilbert-base sizes) or bert (bert-base sizes); optional "
-        "with --config",
-        choice_target(o->arch, {{"distilbert", Arch::kDistilBert}, {"bert", Arch::kBert}})},
+        "Architecture (model_type) at its base size, e.g. distilbert (distilbert-base) or bert "
+        "(bert-base); optional with --config",
+        family_target(o->arch)},
        {"--output", "Model folder to write (created if needed)", &o->output},
        {"--config",
-        "Start from this HF config.json (model_type distilbert or bert); keys it lacks take the "
-        "HF defaults",
+        "Start from this HF config.json (a supported model_type); keys it lacks take the HF "
+        "defaults",
         &o->config},
        {"--set",
         "Override a config key with its HF name, e.g. --set n_layers=2 --set "

@@ -16,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "model/model_io.h"
 
 namespace bertfit::cli {
@@ -31,9 +32,7 @@ std::string join(const std::vector<std::string>& items, std::size_t max_items) {
 }
 
 void print_config(const ModelConfig& c) {
-  std::printf("arch:          %s (%s)\n", arch_name(c.arch),
-              c.arch == Arch::kBert ? "BertForSequenceClassification"
-                                    : "DistilBertForSequenceClassification");
+  std::printf("arch:          %s (%s)\n", c.model_type(), c.family->model_class);
   std::printf(
       "sizes:         vocab %d, hidden %d, layers %d, heads %d (head dim %d), "
       "intermediate %d, max positions %d",

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "model/family.h"
 
 namespace bertfit {
 namespace {
@@ -98,7 +99,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att}) {
       grow(*b, rows * C);
     }
-    if (c.arch == Arch::kBert) grow(d_att_proj, rows * C);
+    if (c.family->attention_output_dropout) grow(d_att_proj, rows * C);
     if (need_f32) {
       grow(d_act, rows * I);
       grow(d_ff1, rows * I);

@@ -73,11 +73,11 @@ struct Activations {
   AlignedBuffer<float> dlogits;          // (B,K) gradient of the loss w.r.t. the logits
 
   // Backward scratch, reused by every layer.
-  AlignedBuffer<float> d_out, d_in;               // (N,C) gradient w.r.t. a layer's output / input
-  AlignedBuffer<float> d_ff2;                     // (N,C)
-  AlignedBuffer<float> d_act, d_ff1;              // (N,I) fp32 only
-  AlignedBuffer<float> d_h1, d_att_proj, d_att;   // (N,C); d_att_proj: BERT only
-  AlignedBuffer<float> d_qkv;                     // (N,3C)
+  AlignedBuffer<float> d_out, d_in;              // (N,C) gradient w.r.t. a layer's output / input
+  AlignedBuffer<float> d_ff2;                    // (N,C)
+  AlignedBuffer<float> d_act, d_ff1;             // (N,I) fp32 only
+  AlignedBuffer<float> d_h1, d_att_proj, d_att;  // (N,C); d_att_proj: with attention output dropout
+  AlignedBuffer<float> d_qkv;                    // (N,3C)
   AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
 
   // bf16 precision only: the head's product inputs and the bf16 copy of an output gradient.

@@ -1,8 +1,8 @@
-// Forward and backward of the DistilBERT / BERT sequence classifier. Hugging Face semantics:
-//   x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt])))
+// Forward and backward of the sequence classifier. Hugging Face semantics:
+//   x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt], families with token types)))
 //   per layer: see model/layer.h
-//   head (DistilBERT): logits = Wc · Drop(ReLU(Wp · h[:,0] + bp)) + bc
-//   head (BERT):       logits = Wc · Drop(tanh(Wp · h[:,0] + bp)) + bc
+//   head: logits = Wc · Drop(act(Wp · h[:,0] + bp)) + bc, act the family's (DistilBERT's ReLU,
+//   BERT's pooler tanh)
 #include "model/bert.h"
 
 #include <cstring>
@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "gemm/gemm.h"
 #include "kernels/kernels.h"
+#include "model/family.h"
 #include "model/layer.h"
 
 namespace bertfit {
@@ -39,11 +40,11 @@ float classifier_dropout(const ModelConfig& c, const DropoutState& d) {
 // x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt]))).
 void embeddings_forward(const ModelWeights& w, const LayerRun& run, Activations& a) {
   const ModelConfig& c = w.config();
-  const bool bert = c.arch == Arch::kBert;
+  const bool types = c.family->token_types();
   const std::int64_t N = a.N;
-  embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(), bert ? a.types.data() : nullptr,
-                    w(Role::kWordEmb), w(Role::kPosEmb), bert ? w(Role::kTypeEmb) : nullptr, N,
-                    c.hidden);
+  embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(),
+                    types ? a.types.data() : nullptr, w(Role::kWordEmb), w(Role::kPosEmb),
+                    types ? w(Role::kTypeEmb) : nullptr, N, c.hidden);
   float* x0 = a.embedded();
   layernorm_forward(x0, a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), w(Role::kEmbLnW),
                     w(Role::kEmbLnB), N, c.hidden, static_cast<float>(c.layer_norm_eps));
@@ -53,7 +54,7 @@ void embeddings_forward(const ModelWeights& w, const LayerRun& run, Activations&
 void embeddings_backward(const ModelWeights& w, const LayerRun& run, float* grads, Activations& a) {
   const ModelConfig& c = w.config();
   const ParamLayout& lay = w.layout();
-  const bool bert = c.arch == Arch::kBert;
+  const bool types = c.family->token_types();
   const std::int64_t N = a.N;
   auto G = [&](Role r) { return grads + lay.offset(r); };
   // d(LN output) in place over d_out, then d(emb) into d_in.
@@ -62,12 +63,12 @@ void embeddings_backward(const ModelWeights& w, const LayerRun& run, float* grad
   layernorm_backward(a.d_in.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), a.d_out.data(),
                      a.emb.data(), w(Role::kEmbLnW), a.emb_mean.data(), a.emb_rstd.data(), N,
                      c.hidden);
-  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
+  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), types ? G(Role::kTypeEmb) : nullptr,
                      a.d_in.data(), a.ids.data(), a.positions.data(),
-                     bert ? a.types.data() : nullptr, N, c.hidden, c.pad_token_id);
+                     types ? a.types.data() : nullptr, N, c.hidden, c.pad_token_id);
 }
 
-// logits = Wc · Drop(act(Wp · h[:,0] + bp)) + bc, act ReLU (DistilBERT) or tanh (BERT).
+// logits = Wc · Drop(act(Wp · h[:,0] + bp)) + bc, act the family's head activation.
 void head_forward(const ModelWeights& w, const DropoutState& drop, Activations& a) {
   const ModelConfig& c = w.config();
   const int B = a.B;
@@ -79,8 +80,7 @@ void head_forward(const ModelWeights& w, const DropoutState& drop, Activations& 
     gather_rows(a.cls.data(), last, a.cls_rows.data(), B, c.hidden);
   }
   w.linear(Role::kPreW).forward(Rows{a.pre.data()}, a.head_in(), B);
-  activation_forward(c.arch == Arch::kBert ? ActKind::kTanh : ActKind::kRelu, a.pre.data(),
-                     a.pre.data(), BC);
+  activation_forward(c.family->head.activation, a.pre.data(), a.pre.data(), BC);
   dropout_forward(a.pre_drop.data(), a.pre.data(), BC, classifier_dropout(c, drop),
                   key(drop, c.layers, kSiteClassifier));
   w.linear(Role::kClsW).forward(Rows{a.logits.data()}, a.classifier_in(), B);
@@ -102,8 +102,8 @@ void head_backward(const ModelWeights& w, const DropoutState& drop, float* grads
   // ReLU / tanh backward read their output, which the in-place forward left in a.pre;
   // d_pre_drop is free again and takes d(pre-activation).
   std::memset(a.d_pre_drop.data(), 0, sizeof(float) * BC);
-  activation_backward(c.arch == Arch::kBert ? ActKind::kTanh : ActKind::kRelu, a.d_pre_drop.data(),
-                      a.d_pre.data(), nullptr, a.pre.data(), BC);
+  activation_backward(c.family->head.activation, a.d_pre_drop.data(), a.d_pre.data(), nullptr,
+                      a.pre.data(), BC);
   w.linear(Role::kPreW)
       .backward(a.d_cls.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB),
                 a.d_pre_drop.data(), a.head_in(), scratch, B);

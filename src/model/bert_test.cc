@@ -17,6 +17,7 @@
 #include "base/aligned.h"
 #include "base/parallel.h"
 #include "gemm/gemm.h"
+#include "model/family.h"
 #include "model/init.h"
 #include "model/test_config.h"
 
@@ -40,7 +41,7 @@ struct Batch {
   ModelInput input() const { return {B, T, ids.data(), types.data(), mask.data()}; }
 };
 
-void check_ready_reports(Arch arch, Precision precision, bool train) {
+void check_ready_reports(const ModelFamily& arch, Precision precision, bool train) {
   ModelConfig c = small_test_config(arch, 3);
   ParamLayout layout(c);
   AlignedBuffer<float> params(layout.total()), grads(layout.total());
@@ -74,10 +75,10 @@ void check_ready_reports(Arch arch, Precision precision, bool train) {
 }
 
 TEST(BertModel, BackwardReportsFinishedGradientsWhereItSays) {
-  for (Arch arch : {Arch::kDistilBert, Arch::kBert}) {
-    check_ready_reports(arch, Precision::kF32, true);
-    check_ready_reports(arch, Precision::kF32, false);
-    if (has_native_bf16()) check_ready_reports(arch, Precision::kBF16, true);
+  for (const ModelFamily* arch : model_families()) {
+    check_ready_reports(*arch, Precision::kF32, true);
+    check_ready_reports(*arch, Precision::kF32, false);
+    if (has_native_bf16()) check_ready_reports(*arch, Precision::kBF16, true);
   }
 }
 
@@ -89,7 +90,7 @@ TEST(BertModel, ActivationsSwitchBetweenSharedAndPerLayerBuffers) {
     if (precision == Precision::kBF16 && !has_native_bf16()) continue;
     if (precision == Precision::kInt8 && !has_int8_vnni()) continue;
     const bool trains = precision != Precision::kInt8;
-    ModelConfig c = small_test_config(Arch::kBert, 3);
+    ModelConfig c = small_test_config(model_family("bert"), 3);
     ParamLayout layout(c);
     AlignedBuffer<float> params(layout.total()), grads(layout.total());
     init_params(layout, c, 5, params.data());
@@ -136,7 +137,7 @@ TEST(BertModel, ActivationsSwitchBetweenSharedAndPerLayerBuffers) {
 // slot that was not filled with its input, or was overwritten, is far off).
 TEST(BertModel, Int8FusedPassesDoNotDependOnTheThreadCount) {
   if (!has_int8_vnni()) GTEST_SKIP() << "no VNNI on this CPU";
-  ModelConfig c = small_test_config(Arch::kDistilBert, 2);
+  ModelConfig c = small_test_config(model_family("distilbert"), 2);
   c.hidden = 128;
   c.intermediate = 512;
   c.layers = 3;
@@ -197,7 +198,7 @@ TEST(BertModel, UnreadRangesAreNotRead) {
   for (Precision precision : {Precision::kF32, Precision::kBF16, Precision::kInt8}) {
     if (precision == Precision::kBF16 && !has_native_bf16()) continue;
     if (precision == Precision::kInt8 && !has_int8_vnni()) continue;
-    ModelConfig c = small_test_config(Arch::kDistilBert, 3);
+    ModelConfig c = small_test_config(model_family("distilbert"), 3);
     ParamLayout layout(c);
     AlignedBuffer<float> params(layout.total());
     init_params(layout, c, 5, params.data());
@@ -224,7 +225,7 @@ TEST(BertModel, UnreadRangesAreNotRead) {
 }
 
 TEST(BertModelDeathTest, BackwardWithoutBackwardStateAborts) {
-  ModelConfig c = small_test_config(Arch::kDistilBert, 2);
+  ModelConfig c = small_test_config(model_family("distilbert"), 2);
   ParamLayout layout(c);
   AlignedBuffer<float> params(layout.total()), grads(layout.total());
   init_params(layout, c, 5, params.data());
@@ -243,7 +244,7 @@ TEST(BertModelDeathTest, BackwardWithoutBackwardStateAborts) {
 // The prepared weights are the forward's input, not a cache it keeps: using them unprepared, or
 // keeping backward state with weights prepared for the forward alone, is refused with a message.
 TEST(BertModelDeathTest, ForwardChecksItsWeights) {
-  ModelConfig c = small_test_config(Arch::kDistilBert, 2);
+  ModelConfig c = small_test_config(model_family("distilbert"), 2);
   ParamLayout layout(c);
   AlignedBuffer<float> params(layout.total());
   init_params(layout, c, 5, params.data());

@@ -9,6 +9,8 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/json.h"
+#include "model/config_reader.h"
+#include "model/family.h"
 
 namespace bertfit {
 namespace {
@@ -17,101 +19,49 @@ using nlohmann::json;
 
 constexpr const char* kTransformersVersion = "4.28.1";
 
-// The HF key of each architecture-neutral field.
-struct KeyNames {
-  const char* hidden;
-  const char* layers;
-  const char* heads;
-  const char* intermediate;
-  const char* activation;
-  const char* hidden_dropout;
-  const char* attention_dropout;
-};
-constexpr KeyNames kDistilBertKeys{"dim",        "n_layers", "n_heads",          "hidden_dim",
-                                   "activation", "dropout",  "attention_dropout"};
-constexpr KeyNames kBertKeys{
-    "hidden_size", "num_hidden_layers",   "num_attention_heads",         "intermediate_size",
-    "hidden_act",  "hidden_dropout_prob", "attention_probs_dropout_prob"};
-const KeyNames& keys(Arch a) { return a == Arch::kBert ? kBertKeys : kDistilBertKeys; }
-
-// Every key of transformers' DistilBertConfig / BertConfig, and the label keys of
-// PretrainedConfig: the keys `--set` accepts.
-const std::vector<std::string> kDistilBertConfigKeys = {"vocab_size",
-                                                        "max_position_embeddings",
-                                                        "sinusoidal_pos_embds",
-                                                        "n_layers",
-                                                        "n_heads",
-                                                        "dim",
-                                                        "hidden_dim",
-                                                        "dropout",
-                                                        "attention_dropout",
-                                                        "activation",
-                                                        "initializer_range",
-                                                        "qa_dropout",
-                                                        "seq_classif_dropout",
-                                                        "pad_token_id",
-                                                        "tie_weights_"};
-const std::vector<std::string> kBertConfigKeys = {"vocab_size",
-                                                  "hidden_size",
-                                                  "num_hidden_layers",
-                                                  "num_attention_heads",
-                                                  "intermediate_size",
-                                                  "hidden_act",
-                                                  "hidden_dropout_prob",
-                                                  "attention_probs_dropout_prob",
-                                                  "max_position_embeddings",
-                                                  "type_vocab_size",
-                                                  "initializer_range",
-                                                  "layer_norm_eps",
-                                                  "pad_token_id",
-                                                  "position_embedding_type",
-                                                  "use_cache",
-                                                  "classifier_dropout"};
 const std::vector<std::string> kLabelKeys = {"num_labels", "id2label", "label2id", "problem_type"};
 
-// Typed reads with the HF default when the key is absent (or, where noted, null).
-class Reader {
- public:
-  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
+}  // namespace
 
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  int integer(const char* key, int min) const {
-    int v = json_int(j_, key, source_);
-    if (v < min) throw_error(source_, ": key '", key, "' must be at least ", min, ", found ", v);
-    return v;
-  }
-  int integer_or(const char* key, int fallback, int min) const {
-    return j_.contains(key) ? integer(key, min) : fallback;
-  }
-  // A dropout probability in [0, 1); null counts as absent.
-  double probability_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    double p = json_number(j_, key, source_);
-    if (!(p >= 0.0 && p < 1.0)) {
-      throw_error(source_, ": key '", key, "' must be a probability in [0, 1), found ", p);
-    }
-    return p;
-  }
-  double non_negative_or(const char* key, double fallback, bool strictly_positive) const {
-    if (!j_.contains(key)) return fallback;
-    double v = json_number(j_, key, source_);
-    if (!(strictly_positive ? v > 0.0 : v >= 0.0) || !std::isfinite(v)) {
-      throw_error(source_, ": key '", key, "' must be ", strictly_positive ? "positive" : ">= 0",
-                  ", found ", v);
-    }
-    return v;
-  }
-  std::string string_or(const char* key, const std::string& fallback) const {
-    return j_.contains(key) ? json_string(j_, key, source_) : fallback;
-  }
-  bool bool_or(const char* key, bool fallback) const {
-    return j_.contains(key) ? json_bool(j_, key, source_) : fallback;
-  }
+int ConfigReader::integer(const char* key, int min) const {
+  int v = json_int(j_, key, source_);
+  if (v < min) throw_error(source_, ": key '", key, "' must be at least ", min, ", found ", v);
+  return v;
+}
 
- private:
-  const json& j_;
-  const std::string& source_;
-};
+int ConfigReader::integer_or(const char* key, int fallback, int min) const {
+  return j_.contains(key) ? integer(key, min) : fallback;
+}
+
+double ConfigReader::probability_or(const char* key, double fallback) const {
+  if (!has(key)) return fallback;
+  double p = json_number(j_, key, source_);
+  if (!(p >= 0.0 && p < 1.0)) {
+    throw_error(source_, ": key '", key, "' must be a probability in [0, 1), found ", p);
+  }
+  return p;
+}
+
+double ConfigReader::non_negative_or(const char* key, double fallback,
+                                     bool strictly_positive) const {
+  if (!j_.contains(key)) return fallback;
+  double v = json_number(j_, key, source_);
+  if (!(strictly_positive ? v > 0.0 : v >= 0.0) || !std::isfinite(v)) {
+    throw_error(source_, ": key '", key, "' must be ", strictly_positive ? "positive" : ">= 0",
+                ", found ", v);
+  }
+  return v;
+}
+
+std::string ConfigReader::string_or(const char* key, const std::string& fallback) const {
+  return j_.contains(key) ? json_string(j_, key, source_) : fallback;
+}
+
+bool ConfigReader::bool_or(const char* key, bool fallback) const {
+  return j_.contains(key) ? json_bool(j_, key, source_) : fallback;
+}
+
+namespace {
 
 Activation parse_activation(const std::string& name, const char* key, const std::string& source) {
   if (name == "gelu") return Activation::kGelu;
@@ -138,7 +88,7 @@ int label_id(const std::string& key, std::size_t n) {
 }
 
 void parse_labels(const json& j, const std::string& source, ModelConfig& c) {
-  Reader r(j, source);
+  ConfigReader r(j, source);
   std::vector<std::string> names;
   if (r.has("id2label")) {
     const json& m = j["id2label"];
@@ -219,8 +169,6 @@ bool contains(const std::vector<std::string>& list, const std::string& key) {
 
 }  // namespace
 
-const char* arch_name(Arch a) { return a == Arch::kBert ? "bert" : "distilbert"; }
-
 const char* activation_name(Activation a) {
   switch (a) {
     case Activation::kGelu:
@@ -233,15 +181,9 @@ const char* activation_name(Activation a) {
   return "?";
 }
 
-Arch parse_arch(const std::string& name) {
-  if (name == "distilbert") return Arch::kDistilBert;
-  if (name == "bert") return Arch::kBert;
-  throw_error("unknown architecture '", name, "' (bertfit supports distilbert and bert)");
-}
-
-ModelConfig ModelConfig::defaults(Arch arch) {
+ModelConfig ModelConfig::defaults(const ModelFamily& family) {
   ModelConfig c;
-  c.arch = arch;
+  c.family = &family;
   c.vocab_size = 30522;
   c.hidden = 768;
   c.heads = 12;
@@ -256,35 +198,30 @@ ModelConfig ModelConfig::defaults(Arch arch) {
   c.problem_type = "";
   c.pad_token_id = 0;
   c.initializer_range = 0.02;
-  if (arch == Arch::kBert) {
-    c.layers = 12;
-    c.type_vocab_size = 2;
-    c.classifier_dropout = c.hidden_dropout;  // classifier_dropout null
-  } else {
-    c.layers = 6;
-    c.type_vocab_size = 0;
-    c.classifier_dropout = 0.2;  // seq_classif_dropout
-  }
+  family.defaults(c);
   return c;
 }
+
+const char* ModelConfig::model_type() const { return family->model_type; }
 
 ModelConfig parse_model_config_json(const json& j, const std::string& source) {
   if (!j.is_object()) throw_error(source, ": a model config must be a JSON object");
   if (!j.contains("model_type")) {
-    throw_error(source, ": missing key 'model_type'; bertfit reads DistilBERT and BERT configs ",
-                "as transformers saves them: add \"model_type\": \"bert\" (or \"distilbert\") ",
-                "(the original Google bert_config.json has no model_type)");
+    throw_error(source, ": missing key 'model_type'; bertfit reads configs as transformers ",
+                "saves them: add \"model_type\" (one of ", model_type_list(),
+                ") (the original Google bert_config.json has no model_type)");
   }
   const std::string type = json_string(j, "model_type", source);
-  if (type != "distilbert" && type != "bert") {
-    throw_error(source, ": unsupported model_type '", type,
-                "' (bertfit supports distilbert and bert)");
-  }
-  const Arch arch = parse_arch(type);
-  const KeyNames& k = keys(arch);
-  const bool bert = arch == Arch::kBert;
-  Reader r(j, source);
-  ModelConfig c = ModelConfig::defaults(arch);
+  const ModelFamily& family = [&]() -> const ModelFamily& {
+    try {
+      return model_family(type);
+    } catch (const Error& e) {
+      throw Error(cat(source, ": ", e.what()));
+    }
+  }();
+  const ConfigKeyNames& k = family.keys;
+  ConfigReader r(j, source);
+  ModelConfig c = ModelConfig::defaults(family);
 
   c.vocab_size = r.integer("vocab_size", 1);
   c.hidden = r.integer(k.hidden, 1);
@@ -305,25 +242,7 @@ ModelConfig parse_model_config_json(const json& j, const std::string& source) {
     throw_error(source, ": key 'pad_token_id' (", c.pad_token_id, ") must be below vocab_size (",
                 c.vocab_size, ")");
   }
-  if (bert) {
-    c.type_vocab_size = r.integer_or("type_vocab_size", c.type_vocab_size, 1);
-    c.layer_norm_eps = r.non_negative_or("layer_norm_eps", c.layer_norm_eps, true);
-    c.classifier_dropout = r.probability_or("classifier_dropout", c.hidden_dropout);
-    std::string pos = r.string_or("position_embedding_type", "absolute");
-    if (pos != "absolute") {
-      throw_error(source, ": key 'position_embedding_type' value '", pos,
-                  "' is not supported (only \"absolute\")");
-    }
-    if (r.bool_or("is_decoder", false)) {
-      throw_error(source, ": key 'is_decoder' true (causal attention) is not supported");
-    }
-  } else {
-    c.classifier_dropout = r.probability_or("seq_classif_dropout", c.classifier_dropout);
-    if (r.bool_or("sinusoidal_pos_embds", false)) {
-      throw_error(source, ": key 'sinusoidal_pos_embds' true is not supported (bertfit uses ",
-                  "learned position embeddings)");
-    }
-  }
+  family.read_keys(r, c);
   parse_labels(j, source, c);
   return c;
 }
@@ -360,7 +279,7 @@ void apply_config_override(json& hf_json, const std::string& key_value) {
     throw_error("cannot apply '", key_value, "': the config has no model_type");
   }
   const std::string type = hf_json["model_type"].get<std::string>();
-  const auto& arch_keys = parse_arch(type) == Arch::kBert ? kBertConfigKeys : kDistilBertConfigKeys;
+  const std::vector<std::string>& arch_keys = model_family(type).config_keys;
   if (key == "model_type") {
     throw_error("config override '", key_value, "': model_type cannot be changed (use --arch)");
   }
@@ -390,11 +309,9 @@ std::string model_config_to_json(const ModelConfig& c) {
 std::string model_config_to_json(const ModelConfig& c, const json& original) {
   json j = original.is_object() ? original : json::object();
   for (const char* derived : {"num_labels", "problem_type", "torch_dtype"}) j.erase(derived);
-  const bool bert = c.arch == Arch::kBert;
-  const KeyNames& k = keys(c.arch);
-  j["model_type"] = arch_name(c.arch);
-  j["architectures"] = {bert ? "BertForSequenceClassification"
-                             : "DistilBertForSequenceClassification"};
+  const ConfigKeyNames& k = c.family->keys;
+  j["model_type"] = c.family->model_type;
+  j["architectures"] = {c.family->model_class};
   j["vocab_size"] = c.vocab_size;
   j[k.hidden] = c.hidden;
   j[k.layers] = c.layers;
@@ -417,19 +334,7 @@ std::string model_config_to_json(const ModelConfig& c, const json& original) {
   j["label2id"] = std::move(label2id);
   if (!c.problem_type.empty()) j["problem_type"] = c.problem_type;
   j["transformers_version"] = kTransformersVersion;
-  if (bert) {
-    j["type_vocab_size"] = c.type_vocab_size;
-    j["layer_norm_eps"] = c.layer_norm_eps;
-    j["position_embedding_type"] = "absolute";
-    j["classifier_dropout"] =
-        c.classifier_dropout == c.hidden_dropout ? json(nullptr) : json(c.classifier_dropout);
-    if (!j.contains("use_cache")) j["use_cache"] = true;
-  } else {
-    j["seq_classif_dropout"] = c.classifier_dropout;
-    j["sinusoidal_pos_embds"] = false;
-    if (!j.contains("qa_dropout")) j["qa_dropout"] = 0.1;
-    if (!j.contains("tie_weights_")) j["tie_weights_"] = true;
-  }
+  c.family->write_keys(c, j);
   return j.dump(2) + "\n";
 }
 

@@ -1,7 +1,7 @@
-// ModelConfig: the arithmetic-relevant fields of a Hugging Face config.json for DistilBERT and
-// BERT sequence classifiers, parsed with clear errors, and written back so that transformers'
-// from_pretrained accepts it. Field names below are architecture-neutral; the comments give
-// the HF keys (distilbert / bert).
+// ModelConfig: the arithmetic-relevant fields of a Hugging Face config.json for the sequence
+// classifiers of every supported family (model/family.h), parsed with clear errors, and written
+// back so that transformers' from_pretrained accepts it. Field names below are family-neutral;
+// the comments give the HF keys (distilbert / bert; each family declares its own).
 #pragma once
 
 #include <cstdint>
@@ -11,24 +11,27 @@
 
 namespace bertfit {
 
-enum class Arch { kDistilBert, kBert };
+struct ModelFamily;
+
 enum class Activation { kGelu, kGeluNew, kRelu };
 // What the head's outputs mean, as transformers decides it (problem_type, else num_labels):
 // regression (one output, MSE), single-label (softmax, cross-entropy), multi-label (a sigmoid
 // per label, binary cross-entropy against multi-hot rows).
 enum class ProblemType { kRegression, kSingleLabel, kMultiLabel };
 
-const char* arch_name(Arch a);              // "distilbert" / "bert"
 const char* activation_name(Activation a);  // "gelu" / "gelu_new" / "relu"
 
+// The family a default-constructed config belongs to (DistilBERT).
+const ModelFamily& default_family();
+
 struct ModelConfig {
-  Arch arch = Arch::kDistilBert;
-  int vocab_size = 30522;                     // vocab_size
-  int hidden = 768;                           // dim / hidden_size                      (C)
-  int layers = 6;                             // n_layers / num_hidden_layers           (L)
-  int heads = 12;                             // n_heads / num_attention_heads          (H)
-  int intermediate = 3072;                    // hidden_dim / intermediate_size         (I)
-  int max_positions = 512;                    // max_position_embeddings
+  const ModelFamily* family = &default_family();  // never null
+  int vocab_size = 30522;                         // vocab_size
+  int hidden = 768;                               // dim / hidden_size                      (C)
+  int layers = 6;                                 // n_layers / num_hidden_layers           (L)
+  int heads = 12;                                 // n_heads / num_attention_heads          (H)
+  int intermediate = 3072;                        // hidden_dim / intermediate_size         (I)
+  int max_positions = 512;                        // max_position_embeddings
   int type_vocab_size = 0;                    // - / type_vocab_size (0: no token-type embeddings)
   Activation activation = Activation::kGelu;  // activation / hidden_act
   double layer_norm_eps = 1e-12;              // fixed 1e-12 / layer_norm_eps
@@ -51,19 +54,18 @@ struct ModelConfig {
   }
   bool is_regression() const { return problem() == ProblemType::kRegression; }
 
-  // HF defaults (distilbert-base-uncased / bert-base-uncased sizes).
-  static ModelConfig defaults(Arch arch);
+  // The family's HF defaults at its base size (distilbert-base-uncased, bert-base-uncased).
+  static ModelConfig defaults(const ModelFamily& family);
+  const char* model_type() const;  // the family's
 
   bool operator==(const ModelConfig&) const = default;
 };
 
-Arch parse_arch(const std::string& name);  // "distilbert" / "bert"; Error otherwise
-
 // Parses config.json text. `source` names the file in error messages. Throws Error for an
-// unknown model_type, a missing or ill-typed field, or an unsupported value (e.g. activation
-// "silu", sinusoidal_pos_embds true, position_embedding_type other than "absolute", an unknown
-// problem_type, regression with more than one label, hidden not divisible by heads).
-// Required keys: model_type, vocab_size and the four sizes (dim/hidden_size, n_layers/
+// unknown model_type (naming the supported ones), a missing or ill-typed field, or an unsupported
+// value (e.g. activation "silu", sinusoidal_pos_embds true, position_embedding_type other than
+// "absolute", an unknown problem_type, regression with more than one label, hidden not divisible by
+// heads). Required keys: model_type, vocab_size and the four sizes (dim/hidden_size, n_layers/
 // num_hidden_layers, n_heads/num_attention_heads, hidden_dim/intermediate_size); every other
 // key falls back to the HF default. Labels: id2label (keys "0".."K-1"), else num_labels, else
 // 2; label2id and num_labels, when present, must agree with it.
@@ -73,9 +75,9 @@ ModelConfig load_model_config(const std::string& path);
 
 // Applies "key=value" overrides using HF key names (value parsed as JSON when it parses,
 // else as a string), e.g. "n_layers=2", "hidden_act=gelu_new". Throws Error naming the key.
-// Accepted keys: those of the model_type's HF config class, the label keys (num_labels,
-// id2label, label2id, problem_type) and any key already in hf_json; model_type itself is not.
-// "num_labels=K" is applied as set_num_labels.
+// Accepted keys: those of the model_type's HF config class (its family's config_keys), the label
+// keys (num_labels, id2label, label2id, problem_type) and any key already in hf_json; model_type
+// itself is not. "num_labels=K" is applied as set_num_labels.
 void apply_config_override(nlohmann::json& hf_json, const std::string& key_value);
 
 // Replaces id2label / label2id with K generic labels LABEL_0 .. LABEL_{K-1} (and drops a

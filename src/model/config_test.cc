@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "model/family.h"
 #include "tests/util/errors.h"
 
 namespace bertfit {
@@ -34,7 +35,7 @@ json golden_json(const std::string& model) {
 
 TEST(Config, GoldenDistilBert) {
   ModelConfig c = load_model_config(kShared + "/golden/distilbert-tiny/model/config.json");
-  EXPECT_EQ(c.arch, Arch::kDistilBert);
+  EXPECT_EQ(c.family, &model_family("distilbert"));
   EXPECT_EQ(c.vocab_size, 30522);
   EXPECT_EQ(c.hidden, 64);
   EXPECT_EQ(c.layers, 2);
@@ -58,7 +59,7 @@ TEST(Config, GoldenDistilBert) {
 
 TEST(Config, GoldenBert) {
   ModelConfig c = load_model_config(kShared + "/golden/bert-tiny/model/config.json");
-  EXPECT_EQ(c.arch, Arch::kBert);
+  EXPECT_EQ(c.family, &model_family("bert"));
   EXPECT_EQ(c.hidden, 64);
   EXPECT_EQ(c.layers, 3);
   EXPECT_EQ(c.heads, 4);
@@ -72,14 +73,14 @@ TEST(Config, GoldenBert) {
 
 TEST(Config, BertBaseUncasedAndDefaults) {
   ModelConfig c = load_model_config(kShared + "/data/configs/bert-base-uncased-config.json");
-  ModelConfig d = ModelConfig::defaults(Arch::kBert);
+  ModelConfig d = ModelConfig::defaults(model_family("bert"));
   EXPECT_EQ(c, d);  // bert-base-uncased is BertConfig's defaults
   EXPECT_EQ(d.layers, 12);
   EXPECT_EQ(d.hidden, 768);
   EXPECT_EQ(d.heads, 12);
   EXPECT_EQ(d.intermediate, 3072);
   EXPECT_EQ(d.type_vocab_size, 2);
-  ModelConfig s = ModelConfig::defaults(Arch::kDistilBert);
+  ModelConfig s = ModelConfig::defaults(model_family("distilbert"));
   EXPECT_EQ(s.layers, 6);
   EXPECT_EQ(s.hidden, 768);
   EXPECT_EQ(s.intermediate, 3072);
@@ -197,10 +198,11 @@ TEST(Config, Labels) {
 // to_json -> parse gives the same config for many variants.
 TEST(Config, ToJsonRoundTrip) {
   std::vector<ModelConfig> configs = {
-      ModelConfig::defaults(Arch::kDistilBert), ModelConfig::defaults(Arch::kBert),
+      ModelConfig::defaults(model_family("distilbert")),
+      ModelConfig::defaults(model_family("bert")),
       load_model_config(kShared + "/golden/distilbert-tiny/model/config.json"),
       load_model_config(kShared + "/golden/bert-tiny/model/config.json")};
-  ModelConfig custom = ModelConfig::defaults(Arch::kBert);
+  ModelConfig custom = ModelConfig::defaults(model_family("bert"));
   custom.activation = Activation::kGeluNew;
   custom.classifier_dropout = 0.25;
   custom.layer_norm_eps = 1e-5;
@@ -210,7 +212,7 @@ TEST(Config, ToJsonRoundTrip) {
   custom.pad_token_id = 3;
   custom.initializer_range = 0.037;
   configs.push_back(custom);
-  ModelConfig relu = ModelConfig::defaults(Arch::kDistilBert);
+  ModelConfig relu = ModelConfig::defaults(model_family("distilbert"));
   relu.activation = Activation::kRelu;
   relu.num_labels = 3;
   relu.id2label = {"entailment", "neutral", "contradiction"};
@@ -256,7 +258,7 @@ TEST(Config, ToJsonKeepsUnknownKeysOfTheOriginal) {
 }
 
 TEST(Config, Overrides) {
-  json d = json::parse(model_config_to_json(ModelConfig::defaults(Arch::kDistilBert)));
+  json d = json::parse(model_config_to_json(ModelConfig::defaults(model_family("distilbert"))));
   apply_config_override(d, "n_layers=2");
   apply_config_override(d, "activation=gelu_new");
   apply_config_override(d, "dim=128");
@@ -273,7 +275,7 @@ TEST(Config, Overrides) {
   EXPECT_EQ(c.activation, Activation::kGeluNew);
   EXPECT_EQ(c.id2label, (std::vector<std::string>{"a", "b", "c"}));
 
-  json b = json::parse(model_config_to_json(ModelConfig::defaults(Arch::kBert)));
+  json b = json::parse(model_config_to_json(ModelConfig::defaults(model_family("bert"))));
   apply_config_override(b, "classifier_dropout=0.3");
   apply_config_override(b, "num_labels=1");
   EXPECT_FALSE(b.contains("num_labels"));

@@ -4,6 +4,7 @@
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/bert.h"
+#include "model/family.h"
 
 namespace bertfit {
 namespace {
@@ -58,10 +59,10 @@ void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, in
   unpack_rows(x.f32, rows, R, N, C);
 }
 
-// The dropout on the attention output projection: BERT's BertSelfOutput has it, DistilBERT
-// does not.
+// The dropout on the attention output projection, in the families that have it (BERT's
+// BertSelfOutput; DistilBERT has none).
 float attention_output_dropout(const ModelConfig& c, const LayerRun& run) {
-  return c.arch == Arch::kBert ? run.p_hidden : 0.0f;
+  return c.family->attention_output_dropout ? run.p_hidden : 0.0f;
 }
 
 }  // namespace

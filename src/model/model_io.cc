@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "io/json.h"
 #include "io/mapped_file.h"
+#include "model/family.h"
 #include "model/init.h"
 
 namespace bertfit {
@@ -37,13 +38,16 @@ std::string join(const std::vector<std::string>& items, std::size_t max_items) {
   return out;
 }
 
-// A hint for a missing tensor when the file seems to hold the other architecture.
+// A hint for a missing tensor when the file seems to hold another family's model.
 std::string arch_hint(const Checkpoint& checkpoint, const ModelConfig& config) {
-  const std::string other = config.arch == Arch::kBert ? "distilbert." : "bert.";
-  for (const auto& t : checkpoint.tensors()) {
-    if (starts_with(t.name, other)) {
-      return cat(" (the checkpoint holds '", other.substr(0, other.size() - 1),
-                 ".*' tensors but config.json says model_type ", arch_name(config.arch), ")");
+  for (const ModelFamily* other : model_families()) {
+    if (other == config.family) continue;
+    const std::string prefix = other->base_prefix;
+    for (const auto& t : checkpoint.tensors()) {
+      if (starts_with(t.name, prefix)) {
+        return cat(" (the checkpoint holds '", prefix.substr(0, prefix.size() - 1),
+                   ".*' tensors but config.json says model_type ", config.model_type(), ")");
+      }
     }
   }
   return "";
@@ -53,7 +57,7 @@ std::string arch_hint(const Checkpoint& checkpoint, const ModelConfig& config) {
 
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config, bool reinit_mismatched_head) {
-  const std::string prefix = config.arch == Arch::kBert ? "bert." : "distilbert.";
+  const std::string prefix = config.family->base_prefix;
   CheckpointMatch match;
   bool any_prefixed = false;
   for (const auto& t : checkpoint.tensors()) {
@@ -74,9 +78,8 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
     if (t == nullptr) {
       if (!head) {
         throw_error(checkpoint.path(), ": tensor '", name, "' is missing; config.json describes a ",
-                    arch_name(config.arch), " with ", config.layers, " layers, hidden ",
-                    config.hidden, ", intermediate ", config.intermediate,
-                    arch_hint(checkpoint, config));
+                    config.model_type(), " with ", config.layers, " layers, hidden ", config.hidden,
+                    ", intermediate ", config.intermediate, arch_hint(checkpoint, config));
       }
       if (std::find(head_absent.begin(), head_absent.end(), module_of(name)) == head_absent.end()) {
         head_absent.push_back(module_of(name));
@@ -189,9 +192,7 @@ void say_new_head(const CheckpointMatch& match, const ModelConfig& config,
     if (match.names[i].empty()) names.push_back("'" + layout.entries()[i].name + "'");
   }
   if (names.empty()) return;
-  const std::string model_class = config.arch == Arch::kBert
-                                      ? "BertForSequenceClassification"
-                                      : "DistilBertForSequenceClassification";
+  const std::string model_class = config.family->model_class;
   std::string text =
       cat("Some weights of ", model_class, " were not initialized from the model checkpoint at ",
           dir, " and are newly initialized");
@@ -238,7 +239,7 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   say_new_head(match, state.config, state.layout, dir);
   if (!match.ignored.empty()) {
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
-             arch_name(state.config.arch),
+             state.config.model_type(),
              " sequence classifier does not use: ", join(match.ignored, 5));
   }
   return state;
@@ -255,20 +256,19 @@ namespace {
 // tokenizer_config.json as BertTokenizer / DistilBertTokenizer read it; normalisation settings
 // come from the source folder's tokenizer_config.json when there is one.
 std::string tokenizer_config(const ModelConfig& config, const std::string& source_dir) {
-  json j = {
-      {"clean_up_tokenization_spaces", true},
-      {"cls_token", "[CLS]"},
-      {"do_basic_tokenize", true},
-      {"do_lower_case", true},
-      {"mask_token", "[MASK]"},
-      {"model_max_length", config.max_positions},
-      {"never_split", nullptr},
-      {"pad_token", "[PAD]"},
-      {"sep_token", "[SEP]"},
-      {"strip_accents", nullptr},
-      {"tokenize_chinese_chars", true},
-      {"tokenizer_class", config.arch == Arch::kBert ? "BertTokenizer" : "DistilBertTokenizer"},
-      {"unk_token", "[UNK]"}};
+  json j = {{"clean_up_tokenization_spaces", true},
+            {"cls_token", "[CLS]"},
+            {"do_basic_tokenize", true},
+            {"do_lower_case", true},
+            {"mask_token", "[MASK]"},
+            {"model_max_length", config.max_positions},
+            {"never_split", nullptr},
+            {"pad_token", "[PAD]"},
+            {"sep_token", "[SEP]"},
+            {"strip_accents", nullptr},
+            {"tokenize_chinese_chars", true},
+            {"tokenizer_class", config.family->tokenizer_class},
+            {"unk_token", "[UNK]"}};
   if (!source_dir.empty()) {
     std::string path = join_path(source_dir, "tokenizer_config.json");
     if (path_exists(path)) {

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/safetensors.h"
+#include "model/family.h"
 #include "model/init.h"
 #include "model/test_config.h"
 #include "tests/util/errors.h"
@@ -469,7 +470,7 @@ TEST_F(ModelIoTorch, HalfAndBfloat16CheckpointsLoadAsFp32) {
 
 TEST_F(ModelIoTorch, AModelMadeByInitLoadsFromEveryForm) {
   // What `bertfit init` does (cmd_init.cc): fresh parameters, saved as a model folder.
-  ModelState state(small_test_config(Arch::kBert, 3));
+  ModelState state(small_test_config(model_family("bert"), 3));
   init_params(state.layout, state.config, 7, state.params.data());
   std::string vocab;
   for (int i = 0; i < 200; ++i) vocab += cat("tok", i, "\n");

@@ -1,37 +1,20 @@
-// Builds the ParamLayout table with Hugging Face names for DistilBERT and BERT classifiers.
+// Builds the ParamLayout table with the Hugging Face names the model's family declares.
 #include "model/param_layout.h"
 
-#include <span>
+#include <utility>
 
 #include "base/check.h"
+#include "model/family.h"
 
 namespace bertfit {
 namespace {
-
-struct RoleSpec {
-  Role role;
-  const char* distilbert;
-  const char* bert;
-};
-
-// Per-layer tensors in buffer order, as <module>.weight / <module>.bias pairs.
-constexpr RoleSpec kLayerModules[] = {
-    {Role::kQW, "attention.q_lin", "attention.self.query"},
-    {Role::kKW, "attention.k_lin", "attention.self.key"},
-    {Role::kVW, "attention.v_lin", "attention.self.value"},
-    {Role::kOW, "attention.out_lin", "attention.output.dense"},
-    {Role::kLn1W, "sa_layer_norm", "attention.output.LayerNorm"},
-    {Role::kFf1W, "ffn.lin1", "intermediate.dense"},
-    {Role::kFf2W, "ffn.lin2", "output.dense"},
-    {Role::kLn2W, "output_layer_norm", "output.LayerNorm"},
-};
 
 Role next(Role r) { return static_cast<Role>(static_cast<int>(r) + 1); }
 
 }  // namespace
 
 ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
-  const bool bert = c.arch == Arch::kBert;
+  const ModelFamily& family = *c.family;
   const std::int64_t C = c.hidden, I = c.intermediate;
   index_.assign(c.layers + 2, {});
   for (auto& row : index_) row.fill(-1);
@@ -51,44 +34,38 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
     add(prefix + ".bias", next(weight_role), layer, Shape{out}, false, ParamInit::kZero);
   };
 
-  const std::string base = bert ? "bert." : "distilbert.";
-  const std::string emb = base + "embeddings.";
-  add(emb + "word_embeddings.weight", Role::kWordEmb, -1, {c.vocab_size, C}, true,
+  const EmbeddingNames& emb = family.embeddings;
+  const std::string e = emb.prefix;
+  add(e + emb.word + ".weight", Role::kWordEmb, -1, {c.vocab_size, C}, true, ParamInit::kNormal);
+  add(e + emb.position + ".weight", Role::kPosEmb, -1, {c.max_positions, C}, true,
       ParamInit::kNormal);
-  add(emb + "position_embeddings.weight", Role::kPosEmb, -1, {c.max_positions, C}, true,
-      ParamInit::kNormal);
-  if (bert) {
-    add(emb + "token_type_embeddings.weight", Role::kTypeEmb, -1, {c.type_vocab_size, C}, true,
+  if (family.token_types()) {
+    add(e + emb.token_type + ".weight", Role::kTypeEmb, -1, {c.type_vocab_size, C}, true,
         ParamInit::kNormal);
   }
-  add_module(emb + "LayerNorm", Role::kEmbLnW, -1, {C}, true);
+  add_module(e + emb.layer_norm, Role::kEmbLnW, -1, {C}, true);
 
+  const LayerNames& n = family.layer;
   for (int l = 0; l < c.layers; ++l) {
-    std::string prefix =
-        base + (bert ? "encoder.layer." : "transformer.layer.") + std::to_string(l) + ".";
+    const std::string prefix = n.prefix + std::to_string(l) + ".";
     // The q, k and v projections go first as [q.w k.w v.w q.b k.b v.b] so that they form
     // one (3C, C) weight and one (3C) bias: a single fused QKV matrix product.
-    for (int i = 0; i < 3; ++i) {
-      const RoleSpec& m = kLayerModules[i];
-      add(prefix + (bert ? m.bert : m.distilbert) + ".weight", m.role, l, {C, C}, true,
-          ParamInit::kNormal);
+    const std::pair<Role, const char*> qkv[] = {
+        {Role::kQW, n.q}, {Role::kKW, n.k}, {Role::kVW, n.v}};
+    for (auto [role, name] : qkv) {
+      add(prefix + name + ".weight", role, l, {C, C}, true, ParamInit::kNormal);
     }
-    for (int i = 0; i < 3; ++i) {
-      const RoleSpec& m = kLayerModules[i];
-      add(prefix + (bert ? m.bert : m.distilbert) + ".bias", next(m.role), l, {C}, false,
-          ParamInit::kZero);
+    for (auto [role, name] : qkv) {
+      add(prefix + name + ".bias", next(role), l, {C}, false, ParamInit::kZero);
     }
-    for (const RoleSpec& m : std::span(kLayerModules).subspan(3)) {
-      bool ln = m.role == Role::kLn1W || m.role == Role::kLn2W;
-      Shape shape = ln                      ? Shape{C}
-                    : m.role == Role::kFf1W ? Shape{I, C}
-                    : m.role == Role::kFf2W ? Shape{C, I}
-                                            : Shape{C, C};
-      add_module(prefix + (bert ? m.bert : m.distilbert), m.role, l, shape, ln);
-    }
+    add_module(prefix + n.o, Role::kOW, l, {C, C}, false);
+    add_module(prefix + n.ln1, Role::kLn1W, l, {C}, true);
+    add_module(prefix + n.ff1, Role::kFf1W, l, {I, C}, false);
+    add_module(prefix + n.ff2, Role::kFf2W, l, {C, I}, false);
+    add_module(prefix + n.ln2, Role::kLn2W, l, {C}, true);
   }
-  add_module(bert ? "bert.pooler.dense" : "pre_classifier", Role::kPreW, c.layers, {C, C}, false);
-  add_module("classifier", Role::kClsW, c.layers, {c.num_labels, C}, false);
+  add_module(family.head.dense, Role::kPreW, c.layers, {C, C}, false);
+  add_module(family.head.out, Role::kClsW, c.layers, {c.num_labels, C}, false);
 }
 
 std::int64_t ParamLayout::offset(Role role, int layer) const { return entry(role, layer).offset; }

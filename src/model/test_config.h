@@ -3,10 +3,11 @@
 #pragma once
 
 #include "model/config.h"
+#include "model/family.h"
 
 namespace bertfit {
 
-inline ModelConfig small_test_config(Arch arch, int num_labels) {
+inline ModelConfig small_test_config(const ModelFamily& arch, int num_labels) {
   ModelConfig c = ModelConfig::defaults(arch);
   c.vocab_size = 200;
   c.hidden = 64;

@@ -311,7 +311,7 @@ HttpResponse Service::info() const {
       {"weights_sha256", info_.weights_sha256},
       {"model_dtype", info_.dtype},
       {"model_type", {{"classifier", {{"id2label", id2label}, {"label2id", label2id}}}}},
-      {"architecture", arch_name(config_.arch)},
+      {"architecture", config_.model_type()},
       {"problem_type", problem},
       {"max_concurrent_requests", options_.max_concurrent_requests},
       {"max_input_length", max_input_length()},

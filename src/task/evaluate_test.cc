@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "model/family.h"
 #include "model/init.h"
 #include "model/test_config.h"
 
@@ -24,7 +25,7 @@ struct Tiny {
   std::vector<EncodedExample> examples;
 
   Tiny()
-      : c(small_test_config(Arch::kDistilBert, 2)),
+      : c(small_test_config(model_family("distilbert"), 2)),
         layout(c),
         params(layout.total()),
         model(c, layout, Precision::kBF16) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "model/family.h"
 #include "model/init.h"
 #include "model/test_config.h"
 
@@ -42,7 +43,7 @@ class Checkpoint : public ::testing::Test {
 };
 
 TEST_F(Checkpoint, RoundTripsAndIsFoundWhereverItIs) {
-  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  ModelState state(small_test_config(model_family("distilbert"), 2));
   init_params(state.layout, state.config, 3, state.params.data());
   AdamW saved(state.layout, {});
   for (std::size_t i = 0; i < saved.m().size(); ++i) {
@@ -91,7 +92,7 @@ TEST_F(Checkpoint, RoundTripsAndIsFoundWhereverItIs) {
 // --save-total-limit: the newest stays checkpoint/, the older ones become checkpoint-STEP and
 // the oldest go beyond the limit; 1 keeps none of them, 0 keeps them all.
 TEST_F(Checkpoint, KeepsAsManyAsTheLimitSays) {
-  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  ModelState state(small_test_config(model_family("distilbert"), 2));
   init_params(state.layout, state.config, 3, state.params.data());
   AdamW opt(state.layout, {});
   auto steps_kept = [&] {
@@ -120,15 +121,15 @@ TEST_F(Checkpoint, KeepsAsManyAsTheLimitSays) {
 
 // OUTPUT/best holds the best step's weights; reading it back for another step is an error.
 TEST_F(Checkpoint, BestModelRoundTripsAndNamesItsStep) {
-  ModelState state(small_test_config(Arch::kDistilBert, 2));
+  ModelState state(small_test_config(model_family("distilbert"), 2));
   init_params(state.layout, state.config, 3, state.params.data());
   save_best_model(dir_, state, vocab_, 7);
-  ModelState other(small_test_config(Arch::kDistilBert, 2));
+  ModelState other(small_test_config(model_family("distilbert"), 2));
   init_params(other.layout, other.config, 4, other.params.data());
   save_best_model(dir_, other, vocab_, 9);
   EXPECT_FALSE(fs::exists(dir_ + "/best.tmp"));
   EXPECT_FALSE(fs::exists(dir_ + "/best.old"));
-  ModelState into(small_test_config(Arch::kDistilBert, 2));
+  ModelState into(small_test_config(model_family("distilbert"), 2));
   load_best_params(dir_, 9, into);
   for (std::int64_t i = 0; i < into.layout.total(); ++i) {
     ASSERT_EQ(into.params[i], other.params[i]) << i;

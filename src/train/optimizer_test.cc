@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "model/family.h"
 #include "model/param_layout.h"
 #include "model/test_config.h"
 
@@ -25,7 +26,7 @@ TEST(Clipping, NormAndCoefficient) {
 
 TEST(AdamWStep, GradScaleEqualsScaledGradients) {
   // decayed weights and undecayed biases / LayerNorms
-  const ParamLayout layout(small_test_config(Arch::kDistilBert, 2));
+  const ParamLayout layout(small_test_config(model_family("distilbert"), 2));
   const auto n = static_cast<std::size_t>(layout.total());
   std::vector<float> p0(n), g(n), g_scaled(n);
   for (std::size_t i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/ref/ref.h"
+#include "model/family.h"
 #include "model/layer.h"
 
 namespace bertfit::ref {
@@ -52,18 +53,18 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
                                    const ModelBatch& in) {
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels, L = c.layers;
   const std::int64_t N = std::int64_t{B} * T;
-  const bool bert = c.arch == Arch::kBert;
+  const bool types_on = c.family->token_types();
   const double eps = c.layer_norm_eps;
   auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
   std::vector<std::int32_t> positions(N);
   for (std::int64_t i = 0; i < N; ++i) positions[i] = static_cast<std::int32_t>(i % T);
-  const std::int32_t* types = bert ? in.token_type_ids.data() : nullptr;
+  const std::int32_t* types = types_on ? in.token_type_ids.data() : nullptr;
   const AttentionShape shape{B, T, C, c.heads};
 
   // Embeddings.
   Vec emb(N * C), emb_mean(N), emb_rstd(N), x(N * C);
   embedding_forward(emb.data(), in.input_ids.data(), positions.data(), types, P(Role::kWordEmb),
-                    P(Role::kPosEmb), bert ? P(Role::kTypeEmb) : nullptr, N, C);
+                    P(Role::kPosEmb), types_on ? P(Role::kTypeEmb) : nullptr, N, C);
   layernorm_forward(x.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
                     P(Role::kEmbLnB), N, C, eps);
   // Encoder layers.
@@ -102,7 +103,7 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
                       P(Role::kLn2B, l), N, C, eps);
   }
   // Head on each sequence's first token.
-  const ActKind head_act = bert ? ActKind::kTanh : ActKind::kRelu;
+  const ActKind head_act = c.family->head.activation;
   Vec cls(std::int64_t{B} * C), pre_lin(B * C), pre(B * C);
   for (int b = 0; b < B; ++b) std::copy_n(&x[std::int64_t{b} * T * C], C, &cls[b * C]);
   linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
@@ -179,7 +180,7 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   Vec demb(N * C);
   layernorm_backward(demb.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), dx.data(), emb.data(),
                      P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, C);
-  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), bert ? G(Role::kTypeEmb) : nullptr,
+  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), types_on ? G(Role::kTypeEmb) : nullptr,
                      demb.data(), in.input_ids.data(), positions.data(), types, N, C,
                      c.pad_token_id);
   return r;

@@ -1,0 +1,41 @@
+// The registry of model families (see family.h): one line per adapter in model/families/.
+#include "model/family.h"
+
+#include "base/error.h"
+#include "model/config.h"
+
+namespace bertfit {
+
+// Defined by the adapters in model/families/.
+const ModelFamily& distilbert_family();
+const ModelFamily& bert_family();
+
+namespace {
+
+// Families users bring that bertfit does not read yet: named in the error.
+constexpr const char* kPlanned = "roberta, xlm-roberta, camembert, electra, deberta-v2, modernbert";
+
+}  // namespace
+
+const std::vector<const ModelFamily*>& model_families() {
+  static const std::vector<const ModelFamily*> families = {&distilbert_family(), &bert_family()};
+  return families;
+}
+
+const ModelFamily& default_family() { return distilbert_family(); }
+
+std::string model_type_list() {
+  std::string out;
+  for (const ModelFamily* f : model_families()) out += cat(out.empty() ? "" : ", ", f->model_type);
+  return out;
+}
+
+const ModelFamily& model_family(std::string_view model_type) {
+  for (const ModelFamily* f : model_families()) {
+    if (model_type == f->model_type) return *f;
+  }
+  throw_error("unsupported model_type '", model_type, "' (bertfit supports ", model_type_list(),
+              "; planned: ", kPlanned, ")");
+}
+
+}  // namespace bertfit

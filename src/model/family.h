@@ -1,0 +1,96 @@
+// Model families: everything that makes one Hugging Face model_type differ from another,
+// declared once per family in its adapter file (model/families/<type>.cc) and found by the
+// config.json's model_type. The rest of the model code reads these declarations (names, keys,
+// features); it never tests which family it runs.
+//
+// A family declares:
+//   - its config.json keys (the sizes' names, every key `init --set` accepts) and how its own
+//     keys are read and written (read_keys / write_keys);
+//   - the tensor names of its checkpoints (embeddings, each encoder layer, the head);
+//   - its features: token-type embeddings, dropout after the attention output projection, the
+//     head's activation and where its dropout sits;
+//   - the transformers classes that save and load it (model and tokenizer).
+// Adding one: docs/DESIGN.md, "Adding a model family".
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/activation.h"
+
+namespace bertfit {
+
+struct ModelConfig;
+class ConfigReader;
+
+// The HF key of each family-neutral size and rate of ModelConfig.
+struct ConfigKeyNames {
+  const char* hidden;
+  const char* layers;
+  const char* heads;
+  const char* intermediate;
+  const char* activation;
+  const char* hidden_dropout;
+  const char* attention_dropout;
+};
+
+// Tensor names: "<prefix><module>.weight" / ".bias".
+struct EmbeddingNames {
+  const char* prefix;      // "bert.embeddings."
+  const char* word;        // "word_embeddings"
+  const char* position;    // "position_embeddings"
+  const char* token_type;  // "token_type_embeddings", or nullptr: no token types
+  const char* layer_norm;  // "LayerNorm"
+};
+struct LayerNames {
+  const char* prefix;  // "bert.encoder.layer." (then the layer index and ".")
+  const char *q, *k, *v, *o, *ln1, *ff1, *ff2, *ln2;
+};
+// The sequence-classification head: logits = out(Drop(act(dense(Drop?(h[:,0]))))).
+struct ClassifierHeadSpec {
+  const char* dense;          // module name: "bert.pooler.dense", "pre_classifier"
+  const char* out;            // "classifier"
+  ActKind activation;         // tanh (BERT's pooler), ReLU (DistilBERT)
+  bool dropout_before_dense;  // RoBERTa and ELECTRA drop the first token's state too
+};
+
+struct ModelFamily {
+  const char* model_type;       // config.json's "model_type"
+  const char* model_class;      // transformers' class for sequence classification
+  const char* tokenizer_class;  // what tokenizer_config.json names
+  const char* base_prefix;      // the base model's module in checkpoints: "bert."
+  ConfigKeyNames keys;
+  std::vector<std::string> config_keys;  // every key of the HF config class
+  EmbeddingNames embeddings;
+  LayerNames layer;
+  ClassifierHeadSpec head;
+  bool attention_output_dropout;  // dropout on the attention output projection (BertSelfOutput)
+
+  // The HF defaults at the base size (layers, type_vocab_size, classifier_dropout, ...), over
+  // the family-neutral defaults ModelConfig::defaults has already set.
+  void (*defaults)(ModelConfig& c);
+  // The family's own keys (not the sizes of `keys`), over the defaults: errors name the key.
+  void (*read_keys)(const ConfigReader& r, ModelConfig& c);
+  void (*write_keys)(const ModelConfig& c, nlohmann::json& j);
+
+  bool token_types() const { return embeddings.token_type != nullptr; }
+
+  // Configs point at their family: one object per family, never copied.
+  struct Pinned {
+    Pinned() = default;
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+  };
+  [[no_unique_address]] Pinned pinned = {};
+};
+
+// The family of a model_type; Error naming the supported ones (and those planned) otherwise.
+const ModelFamily& model_family(std::string_view model_type);
+// Every supported family, in the order help texts list them.
+const std::vector<const ModelFamily*>& model_families();
+// "distilbert, bert" for messages and help.
+std::string model_type_list();
+
+}  // namespace bertfit
