@@ -98,7 +98,9 @@ void run(const BenchOptions& o) {
     init_params(state.layout, state.config, 42, state.params.data());
   }
   const ModelConfig& c = state.config;
-  if (o.seq_len > c.max_positions) throw_error("--seq-len exceeds max_position_embeddings");
+  if (o.seq_len > c.max_tokens()) {
+    throw_error("--seq-len ", o.seq_len, " exceeds the model's ", c.max_tokens(), " positions");
+  }
   const int B = o.compute.batch_size, T = o.seq_len;
   // One random batch of B full-length sequences (ids from 1000 on: past the special tokens).
   std::mt19937 rng(0);

@@ -75,9 +75,9 @@ void run(const ForwardOptions& o) {
   if (j.contains("attention_mask")) mask = read_matrix(j, "attention_mask", o.batch_path, B, T);
   if (j.contains("token_type_ids")) types = read_matrix(j, "token_type_ids", o.batch_path, B, T);
   const ModelConfig& c = state.config;
-  if (T > c.max_positions)
-    throw_error(o.batch_path, ": sequence length ", T, " exceeds max_position_embeddings ",
-                c.max_positions);
+  if (T > c.max_tokens())
+    throw_error(o.batch_path, ": sequence length ", T, " exceeds the ", c.max_tokens(),
+                " tokens the model's max_position_embeddings (", c.max_positions, ") hold");
   for (auto id : ids) {
     if (id < 0 || id >= c.vocab_size)
       throw_error(o.batch_path, ": token id ", id, " outside the vocabulary [0, ", c.vocab_size,

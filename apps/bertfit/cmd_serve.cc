@@ -161,10 +161,9 @@ void run(const ServeOptions& o) {
   ModelState state = load_model(folder);
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(folder);
   check_tokenizer_fits(tokenizer, state.config, folder);
-  if (o.max_batch_tokens < state.config.max_positions) {
-    throw_error("--max-batch-tokens ", o.max_batch_tokens,
-                " must hold one input of max_position_embeddings (", state.config.max_positions,
-                ") tokens");
+  if (o.max_batch_tokens < state.config.max_tokens()) {
+    throw_error("--max-batch-tokens ", o.max_batch_tokens, " must hold one input of the ",
+                state.config.max_tokens(), " tokens the model's positions allow");
   }
   const std::int64_t max_queued_tokens =
       o.max_queued_tokens > 0 ? o.max_queued_tokens : 4 * o.max_batch_tokens;

@@ -27,9 +27,10 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
   InferenceModel m{load_model(folder), WordPieceTokenizer::from_model_dir(folder),
                    runnable_precision(c.precision)};
   check_tokenizer_fits(m.tokenizer, m.state.config, folder);
-  if (c.max_seq_len > m.state.config.max_positions) {
-    throw_error("--max-seq-len ", c.max_seq_len, " exceeds max_position_embeddings ",
-                m.state.config.max_positions);
+  if (c.max_seq_len > m.state.config.max_tokens()) {
+    throw_error("--max-seq-len ", c.max_seq_len, " exceeds the ", m.state.config.max_tokens(),
+                " tokens the model's max_position_embeddings (", m.state.config.max_positions,
+                ") hold");
   }
   return m;
 }

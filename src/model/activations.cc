@@ -180,7 +180,29 @@ Rows Activations::classifier_in() {
   return {pre_drop.data(), bf16_now_ ? pre_bf16.data() : nullptr};
 }
 
-void Activations::layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,
+std::vector<std::int32_t> position_ids(const ModelConfig& config, const std::int32_t* input_ids,
+                                       int B, int T) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(B) * T);
+  for (int b = 0; b < B; ++b) {
+    std::int32_t count = 0;
+    for (int t = 0; t < T; ++t) {
+      const std::int64_t p = std::int64_t{b} * T + t;
+      if (config.family->position_ids == PositionIds::kIndex) {
+        out[p] = t;
+        continue;
+      }
+      // RoBERTa's create_position_ids_from_input_ids: cumsum(ids != pad) · (ids != pad) + pad.
+      const std::int32_t pad = config.pad_token_id;
+      const bool real = input_ids[p] != pad;
+      count += real;
+      out[p] = real ? count + pad : pad;
+    }
+  }
+  return out;
+}
+
+void Activations::layout_tokens(const ModelConfig& config, const std::int32_t* input_ids,
+                                const std::int32_t* token_type_ids,
                                 const std::int32_t* attention_mask, bool unpadded) {
   const std::int64_t padded = std::int64_t{B} * T;
   token_rows.clear();
@@ -201,11 +223,12 @@ void Activations::layout_tokens(const std::int32_t* input_ids, const std::int32_
   cls_rows.assign(B, -1);
   first_rows.resize(B);
   for (int b = 0; b < B; ++b) first_rows[b] = std::int64_t{b} * T;
+  const std::vector<std::int32_t> padded_positions = position_ids(config, input_ids, B, T);
   for (std::int64_t r = 0; r < N; ++r) {
     const std::int64_t p = token_rows[r];
     ids[r] = input_ids[p];
     types[r] = token_type_ids != nullptr ? token_type_ids[p] : 0;
-    positions[r] = static_cast<std::int32_t>(p % T);
+    positions[r] = padded_positions[p];
     if (p % T == 0) cls_rows[p / T] = r;
   }
   for (int b = 0; b < B; ++b)

@@ -46,6 +46,12 @@ struct LayerActivations {
                                           // native bf16: attention's operand)
 };
 
+// The position id of every token of a padded (B,T) batch of ids, by the family's rule
+// (model/family.h): t, or RoBERTa's count of non-padding tokens up to t plus pad_token_id
+// (padding: pad_token_id).
+std::vector<std::int32_t> position_ids(const ModelConfig& config, const std::int32_t* input_ids,
+                                       int B, int T);
+
 struct Activations {
   int B = 0, T = 0;
   std::int64_t N = 0;                       // token rows in use (see the top)
@@ -117,10 +123,11 @@ struct Activations {
 
   // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
   // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,
-  // types (zeros when null), positions and cls_rows. Every sequence must start with a real
-  // token (its [CLS]).
-  void layout_tokens(const std::int32_t* input_ids, const std::int32_t* token_type_ids,
-                     const std::int32_t* attention_mask, bool unpadded);
+  // types (zeros when null), positions (by the config's family rule, model/family.h) and
+  // cls_rows. Every sequence must start with a real token (its [CLS]).
+  void layout_tokens(const ModelConfig& config, const std::int32_t* input_ids,
+                     const std::int32_t* token_type_ids, const std::int32_t* attention_mask,
+                     bool unpadded);
 
   // Hidden state after layer l (0 = embeddings output), (N,C); after the last layer only B rows
   // (the first tokens) unless the forward ran with ModelInput::full_last_layer. Valid after a

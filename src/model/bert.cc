@@ -1,8 +1,8 @@
 // Forward and backward of the sequence classifier. Hugging Face semantics:
 //   x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt], families with token types)))
 //   per layer: see model/layer.h
-//   head: logits = Wc · Drop(act(Wp · h[:,0] + bp)) + bc, act the family's (DistilBERT's ReLU,
-//   BERT's pooler tanh)
+//   head: logits = Wc · Drop(act(Wp · Drop?(h[:,0]) + bp)) + bc, act the family's (DistilBERT's
+//   ReLU, BERT's pooler and RoBERTa's tanh); RoBERTa also drops h[:,0] (Drop?)
 #include "model/bert.h"
 
 #include <cstring>
@@ -79,6 +79,10 @@ void head_forward(const ModelWeights& w, const DropoutState& drop, Activations& 
   } else {
     gather_rows(a.cls.data(), last, a.cls_rows.data(), B, c.hidden);
   }
+  if (c.family->head.dropout_before_dense) {
+    dropout_forward(a.cls.data(), a.cls.data(), BC, classifier_dropout(c, drop),
+                    key(drop, c.layers, kSiteHeadInput));
+  }
   w.linear(Role::kPreW).forward(Rows{a.pre.data()}, a.head_in(), B);
   activation_forward(c.family->head.activation, a.pre.data(), a.pre.data(), BC);
   dropout_forward(a.pre_drop.data(), a.pre.data(), BC, classifier_dropout(c, drop),
@@ -107,6 +111,10 @@ void head_backward(const ModelWeights& w, const DropoutState& drop, float* grads
   w.linear(Role::kPreW)
       .backward(a.d_cls.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB),
                 a.d_pre_drop.data(), a.head_in(), scratch, B);
+  if (c.family->head.dropout_before_dense) {
+    dropout_backward(a.d_cls.data(), a.d_cls.data(), BC, classifier_dropout(c, drop),
+                     key(drop, c.layers, kSiteHeadInput));
+  }
   if (a.cls_only) {
     std::memcpy(a.d_out.data(), a.d_cls.data(), sizeof(float) * BC);  // the last layer's rows
   } else {
@@ -134,7 +142,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
   const ModelConfig& c = config_;
   const bool bf16 = precision_ == Precision::kBF16;
   const bool for_backward = drop.train || in.for_backward;
-  CHECK(in.T <= c.max_positions, "T ", in.T, " > max positions ", c.max_positions);
+  CHECK(in.T <= c.max_tokens(), "T ", in.T, " > the model's ", c.max_tokens(), " positions");
   CHECK(w.prepared() && w.precision() == precision_ && &w.config() == &config_,
         "forward with weights not prepared for this model");
   CHECK(w.with_backward() || !for_backward,
@@ -144,7 +152,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
   // an inference forward otherwise runs every layer on one layer's buffers.
   a.resize(c, in.B, in.T, for_backward, precision_,
            /*keep_hidden=*/(for_backward && !bf16) || in.full_last_layer);
-  a.layout_tokens(in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
+  a.layout_tokens(c, in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   a.for_backward = for_backward;
   a.cls_only = !in.full_last_layer;
   const LayerRun run = layer_run(c, in, drop, a);

@@ -114,6 +114,7 @@ enum DropoutSite : std::uint32_t {
   kSiteAttentionOutput = 2,
   kSiteFfnOutput = 3,
   kSiteClassifier = 4,
+  kSiteHeadInput = 5,  // the first token's state, in heads that drop it (RoBERTa's)
 };
 
 }  // namespace bertfit

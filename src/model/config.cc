@@ -204,6 +204,11 @@ ModelConfig ModelConfig::defaults(const ModelFamily& family) {
 
 const char* ModelConfig::model_type() const { return family->model_type; }
 
+int ModelConfig::max_tokens() const {
+  return family->position_ids == PositionIds::kAfterPadding ? max_positions - pad_token_id - 1
+                                                            : max_positions;
+}
+
 ModelConfig parse_model_config_json(const json& j, const std::string& source) {
   if (!j.is_object()) throw_error(source, ": a model config must be a JSON object");
   if (!j.contains("model_type")) {

@@ -46,6 +46,10 @@ struct ModelConfig {
   double initializer_range = 0.02;
 
   int head_dim() const { return hidden / heads; }
+  // The longest sequence the position embeddings hold: max_positions, less the rows before the
+  // first real position in families that count positions after the padding id (RoBERTa: 514
+  // rows hold 512 tokens).
+  int max_tokens() const;
   ProblemType problem() const {
     if (problem_type == "multi_label_classification") return ProblemType::kMultiLabel;
     if (problem_type == "regression" || (problem_type.empty() && num_labels == 1))

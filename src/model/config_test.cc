@@ -109,7 +109,7 @@ TEST(Config, Rejections) {
     j.erase(key);
     return j;
   };
-  expect_config_error(with(d, "model_type", "roberta"), "model_type", "unsupported");
+  expect_config_error(with(d, "model_type", "deberta-v2"), "model_type", "unsupported");
   expect_config_error(without(d, "dim"), "'dim'", "missing");
   expect_config_error(without(b, "num_hidden_layers"), "'num_hidden_layers'", "missing");
   expect_config_error(with(d, "activation", "silu"), "'activation'", "not supported");

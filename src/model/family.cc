@@ -9,16 +9,21 @@ namespace bertfit {
 // Defined by the adapters in model/families/.
 const ModelFamily& distilbert_family();
 const ModelFamily& bert_family();
+const ModelFamily& roberta_family();
+const ModelFamily& xlm_roberta_family();
+const ModelFamily& camembert_family();
 
 namespace {
 
 // Families users bring that bertfit does not read yet: named in the error.
-constexpr const char* kPlanned = "roberta, xlm-roberta, camembert, electra, deberta-v2, modernbert";
+constexpr const char* kPlanned = "electra, deberta-v2, modernbert";
 
 }  // namespace
 
 const std::vector<const ModelFamily*>& model_families() {
-  static const std::vector<const ModelFamily*> families = {&distilbert_family(), &bert_family()};
+  static const std::vector<const ModelFamily*> families = {&distilbert_family(), &bert_family(),
+                                                           &roberta_family(), &xlm_roberta_family(),
+                                                           &camembert_family()};
   return families;
 }
 

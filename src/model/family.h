@@ -36,6 +36,16 @@ struct ConfigKeyNames {
   const char* attention_dropout;
 };
 
+// How position ids are made: the token's index (BERT, DistilBERT), or, in the RoBERTa
+// family, the count of non-padding tokens up to it plus pad_token_id (real tokens start at
+// pad_token_id + 1; padding takes pad_token_id, whose embedding row is the padding row).
+enum class PositionIds { kIndex, kAfterPadding };
+
+// The tokenizer a family's checkpoints ship: WordPiece (vocab.txt, which bertfit can write
+// from a vocabulary alone) or files of their own (byte-level BPE's vocab.json + merges.txt,
+// SentencePiece's model), which a saved model carries unchanged.
+enum class TokenizerKind { kWordPiece, kByteLevelBpe, kSentencePiece };
+
 // Tensor names: "<prefix><module>.weight" / ".bias".
 struct EmbeddingNames {
   const char* prefix;      // "bert.embeddings."
@@ -60,13 +70,15 @@ struct ModelFamily {
   const char* model_type;       // config.json's "model_type"
   const char* model_class;      // transformers' class for sequence classification
   const char* tokenizer_class;  // what tokenizer_config.json names
-  const char* base_prefix;      // the base model's module in checkpoints: "bert."
+  TokenizerKind tokenizer;
+  const char* base_prefix;  // the base model's module in checkpoints: "bert."
   ConfigKeyNames keys;
   std::vector<std::string> config_keys;  // every key of the HF config class
   EmbeddingNames embeddings;
   LayerNames layer;
   ClassifierHeadSpec head;
   bool attention_output_dropout;  // dropout on the attention output projection (BertSelfOutput)
+  PositionIds position_ids;
 
   // The HF defaults at the base size (layers, type_vocab_size, classifier_dropout, ...), over
   // the family-neutral defaults ModelConfig::defaults has already set.

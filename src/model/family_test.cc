@@ -51,15 +51,15 @@ TEST(ModelFamily, EachRoundTripsItsConfigAndDeclaresItsKeys) {
 
 TEST(ModelFamily, UnknownTypesNameTheSupportedAndPlannedOnes) {
   try {
-    model_family("roberta");
-    FAIL() << "roberta is not supported yet";
+    model_family("deberta-v2");
+    FAIL() << "deberta-v2 is not supported yet";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("unsupported model_type 'roberta'"), std::string::npos) << m;
+    EXPECT_NE(m.find("unsupported model_type 'deberta-v2'"), std::string::npos) << m;
     EXPECT_NE(m.find(model_type_list()), std::string::npos) << m;
     EXPECT_NE(m.find("planned: "), std::string::npos) << m;
   }
-  EXPECT_EQ(model_type_list(), "distilbert, bert");
+  EXPECT_EQ(model_type_list(), "distilbert, bert, roberta, xlm-roberta, camembert");
 }
 
 // Outside the adapters (src/model/families/, family.cc) and tests, no source names a family to

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "base/parallel.h"
+#include "model/family.h"
 
 namespace bertfit {
 namespace {
@@ -65,7 +66,10 @@ void init_param_tensor(const ParamLayout& layout, const ModelConfig& config,
       break;
     }
   }
-  if (e.role == Role::kWordEmb) {
+  // nn.Embedding(padding_idx=pad) starts its padding row at zero: the word embeddings', and the
+  // position embeddings' where positions count from the padding id (RoBERTa).
+  const bool position_padding = config.family->position_ids == PositionIds::kAfterPadding;
+  if (e.role == Role::kWordEmb || (e.role == Role::kPosEmb && position_padding)) {
     CHECK(config.pad_token_id >= 0 && config.pad_token_id < e.shape.dims[0], "pad_token_id ",
           config.pad_token_id);
     std::int64_t C = e.shape.dims[1];

@@ -253,6 +253,15 @@ std::int64_t count_vocab_lines(const std::string& text) {
 
 namespace {
 
+// dir/model.safetensors: every parameter in F32 under its HF name, in layout order.
+void write_weights(const std::string& dir, const ModelState& state) {
+  std::vector<TensorToWrite> tensors;
+  for (const ParamEntry& e : state.layout.entries()) {
+    tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, state.params.data() + e.offset});
+  }
+  write_safetensors(join_path(dir, "model.safetensors"), tensors);
+}
+
 // tokenizer_config.json as BertTokenizer / DistilBertTokenizer read it; normalisation settings
 // come from the source folder's tokenizer_config.json when there is one.
 std::string tokenizer_config(const ModelConfig& config, const std::string& source_dir) {
@@ -261,7 +270,7 @@ std::string tokenizer_config(const ModelConfig& config, const std::string& sourc
             {"do_basic_tokenize", true},
             {"do_lower_case", true},
             {"mask_token", "[MASK]"},
-            {"model_max_length", config.max_positions},
+            {"model_max_length", config.max_tokens()},
             {"never_split", nullptr},
             {"pad_token", "[PAD]"},
             {"sep_token", "[SEP]"},
@@ -284,11 +293,54 @@ std::string tokenizer_config(const ModelConfig& config, const std::string& sourc
 
 }  // namespace
 
+namespace {
+
+// Every file a tokenizer of its own may consist of, copied unchanged by save_model.
+constexpr const char* kTokenizerFiles[] = {"vocab.json",
+                                           "merges.txt",
+                                           "sentencepiece.bpe.model",
+                                           "tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "added_tokens.json"};
+
+// The source folder's tokenizer files (name, contents), read before anything is written. Error
+// when the folder lacks the ones the family's tokenizer needs.
+std::vector<std::pair<std::string, std::string>> own_tokenizer_files(const ModelConfig& config,
+                                                                     const std::string& source) {
+  const bool bpe = config.family->tokenizer == TokenizerKind::kByteLevelBpe;
+  const char* needed = bpe ? "vocab.json and merges.txt (or tokenizer.json)"
+                           : "sentencepiece.bpe.model (or tokenizer.json)";
+  auto has = [&](const char* name) { return path_exists(join_path(source, name)); };
+  const bool complete = has("tokenizer.json") || (bpe ? has("vocab.json") && has("merges.txt")
+                                                      : has("sentencepiece.bpe.model"));
+  if (!is_directory(source) || !complete) {
+    throw_error(source, ": a ", config.model_type(), " model carries its tokenizer's files (",
+                needed, "); give a folder that holds them");
+  }
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const char* name : kTokenizerFiles) {
+    if (has(name)) files.emplace_back(name, read_file(join_path(source, name)));
+  }
+  return files;
+}
+
+}  // namespace
+
 void save_model(const std::string& dir, const ModelState& state, const std::string& vocab_source) {
   CHECK(state.params.size() == static_cast<std::size_t>(state.layout.total()), "params ",
         state.params.size(), " vs layout ", state.layout.total());
   if (path_exists(dir) && !is_directory(dir)) {
     throw_error(dir, ": the output exists and is not a folder");
+  }
+  if (state.config.family->tokenizer != TokenizerKind::kWordPiece) {
+    const auto files = own_tokenizer_files(state.config, vocab_source);
+    make_directories(dir);
+    write_file_atomic(join_path(dir, "config.json"),
+                      model_config_to_json(state.config, state.hf_config));
+    write_weights(dir, state);
+    for (const auto& [name, text] : files) write_file_atomic(join_path(dir, name), text);
+    return;
   }
   // Read the vocabulary before writing anything, so a bad source leaves no partial model.
   const bool source_is_dir = is_directory(vocab_source);
@@ -317,11 +369,7 @@ void save_model(const std::string& dir, const ModelState& state, const std::stri
   make_directories(dir);
   write_file_atomic(join_path(dir, "config.json"),
                     model_config_to_json(state.config, state.hf_config));
-  std::vector<TensorToWrite> tensors;
-  for (const ParamEntry& e : state.layout.entries()) {
-    tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, state.params.data() + e.offset});
-  }
-  write_safetensors(join_path(dir, "model.safetensors"), tensors);
+  write_weights(dir, state);
   write_file_atomic(join_path(dir, "vocab.txt"), vocab);
   write_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer);
   write_file_atomic(join_path(dir, "special_tokens_map.json"), special_tokens);

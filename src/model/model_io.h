@@ -81,10 +81,13 @@ struct LoadOptions {
 // tensor).
 ModelState load_model(const std::string& dir, const LoadOptions& options = {});
 
-// Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order), vocab.txt and
-// tokenizer_config.json / special_tokens_map.json, each atomically. vocab_source is a vocab
-// file or a model folder holding vocab.txt (whose tokenizer settings are then kept). Creates
-// dir; throws Error if it is a file or the vocabulary is larger than config.vocab_size.
+// Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order) and the
+// tokenizer, each file atomically. WordPiece families: vocab.txt and tokenizer_config.json /
+// special_tokens_map.json, vocab_source being a vocab file or a model folder holding vocab.txt
+// (whose tokenizer settings are then kept). Families with tokenizer files of their own
+// (model/family.h): vocab_source is a folder holding them, copied unchanged. Creates dir;
+// throws Error if it is a file, the tokenizer files are missing, or the vocabulary is larger
+// than config.vocab_size.
 void save_model(const std::string& dir, const ModelState& state, const std::string& vocab_source);
 
 // Number of tokens in a vocab.txt (one per line, as BertTokenizer reads it).

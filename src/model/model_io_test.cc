@@ -100,6 +100,39 @@ TEST_F(ModelIo, LoadsBothGoldenFolders) {
   EXPECT_EQ(bert.hf_config["model_type"], "bert");
 }
 
+// The RoBERTa family's folders load bit for bit, and a saved one carries its tokenizer files
+// unchanged (transformers' AutoTokenizer then reads it); without them saving is refused before
+// anything is written.
+TEST_F(ModelIo, RobertaFamilyFoldersRoundTripWithTheirTokenizerFiles) {
+  for (const char* model : {"roberta-tiny", "xlmr-tiny"}) {
+    const std::string src = kGolden + model + "/model";
+    ModelState state = load_model(src);
+    expect_params_equal_file(state, src + "/model.safetensors");
+    const std::string out = (dir_ / model).string();
+    save_model(out, state, src);
+    ModelState back = load_model(out);
+    expect_params_equal_file(back, src + "/model.safetensors");
+    EXPECT_EQ(back.config, state.config);
+    int copied = 0;
+    for (const char* f : {"vocab.json", "merges.txt", "sentencepiece.bpe.model", "tokenizer.json",
+                          "tokenizer_config.json", "special_tokens_map.json"}) {
+      if (!fs::exists(src + "/" + f)) continue;
+      ++copied;
+      EXPECT_EQ(read_file(out + "/" + f), read_file(src + "/" + f)) << model << " " << f;
+    }
+    EXPECT_GE(copied, 2) << model;
+    EXPECT_FALSE(fs::exists(out + "/vocab.txt")) << model;
+  }
+  ModelState state = load_model(kGolden + std::string("roberta-tiny/model"));
+  const std::string refused = (dir_ / "refused").string();
+  const std::string error =
+      error_of([&] { save_model(refused, state, kGolden + std::string("bert-tiny/model")); });
+  EXPECT_NE(error.find("a roberta model carries its tokenizer's files (vocab.json and merges.txt"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(fs::exists(refused));
+}
+
 TEST_F(ModelIo, MissingFolderFileAndWeights) {
   std::string missing = (dir_ / "nope").string();
   EXPECT_NE(error_of([&] { load_model(missing); }).find(missing), std::string::npos);

@@ -27,7 +27,7 @@ void Engine::run(std::span<const Encoding* const> sequences, float* logits) {
     return sequences[x]->input_ids.size() < sequences[y]->input_ids.size();
   });
   // Sorted by length, a run of B sequences pads to its last one's length T: cut where B·T would
-  // pass the bound (a sequence alone always fits: max_positions <= max_padded_tokens).
+  // pass the bound (a sequence alone always fits: max_tokens() <= max_padded_tokens).
   std::size_t first = 0;
   while (first < order_.size()) {
     std::size_t end = first + 1;
@@ -47,7 +47,7 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
   const int B = static_cast<int>(rows.size());
   int T = 0;
   for (std::size_t r : rows) T = std::max(T, static_cast<int>(sequences[r]->input_ids.size()));
-  CHECK(T <= state_.config.max_positions, "sequence of ", T, " tokens");
+  CHECK(T <= state_.config.max_tokens(), "sequence of ", T, " tokens");
   const std::size_t n = static_cast<std::size_t>(B) * T;
   ids_.assign(n, 0);
   types_.assign(n, 0);
@@ -70,7 +70,7 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
 void Engine::warm_up(std::int32_t cls_id, std::int32_t sep_id) {
   // The longest sequences the bound allows, then as many of the shortest: the two extremes of
   // rows (B·T) and of batch size B that a forward can reach.
-  const int max_len = state_.config.max_positions;
+  const int max_len = state_.config.max_tokens();
   std::vector<Encoding> seqs;
   for (int len : {max_len, 2}) {
     const std::int64_t count = std::max<std::int64_t>(1, max_padded_tokens_ / len);

@@ -84,7 +84,7 @@ class Service {
 
   Metrics& metrics() { return metrics_; }
 
-  int max_input_length() const { return config_.max_positions; }
+  int max_input_length() const { return config_.max_tokens(); }
 
  private:
   void predict(const HttpRequest& req, Respond respond);

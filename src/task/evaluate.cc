@@ -26,7 +26,7 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
   Activations& acts = scratch != nullptr ? *scratch : own;
   BatchOptions options;
   options.pad_to_multiple_of = pad_to_multiple_of;
-  options.max_len = model.config().max_positions;
+  options.max_len = model.config().max_tokens();
   ModelWeights weights = model.make_weights();
   weights.prepare(params, /*with_backward=*/false);  // the parameters do not change meanwhile
   for (std::int64_t first = 0; first < n; first += batch_size) {

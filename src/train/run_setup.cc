@@ -33,9 +33,10 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(model);
   check_tokenizer_fits(tokenizer, config, model);
   const int max_seq_len = o.compute.max_seq_len;
-  if (max_seq_len > config.max_positions) {
-    throw_error("--max-seq-len ", max_seq_len, " exceeds the model's max_position_embeddings (",
-                config.max_positions, ") in ", model);
+  if (max_seq_len > config.max_tokens()) {
+    throw_error("--max-seq-len ", max_seq_len, " exceeds the ", config.max_tokens(),
+                " tokens the model's max_position_embeddings (", config.max_positions, ") hold in ",
+                model);
   }
   const DataOptions& d = o.data;
   TrainData train_data = load_train_data(d, o.head, config, head_outputs, source);
@@ -176,7 +177,7 @@ BatchOptions make_batch_options(const TrainOptions& o, const ModelConfig& config
   BatchOptions b;
   b.pad_to_multiple_of = o.pad_to_multiple_of;
   if (o.pad_to_max_length) b.fixed_len = o.compute.max_seq_len;
-  b.max_len = config.max_positions;
+  b.max_len = config.max_tokens();
   if (task.problem == ProblemType::kMultiLabel) b.multi_label_classes = config.num_labels;
   return b;
 }

@@ -6,10 +6,10 @@
 #include "base/error.h"
 #include "model/config.h"
 #include "model/config_reader.h"
+#include "model/families/bert_keys.h"
 #include "model/family.h"
 
 namespace bertfit {
-namespace {
 
 void bert_defaults(ModelConfig& c) {
   c.layers = 12;
@@ -41,13 +41,12 @@ void write_bert_keys(const ModelConfig& c, nlohmann::json& j) {
   if (!j.contains("use_cache")) j["use_cache"] = true;
 }
 
-}  // namespace
-
 const ModelFamily& bert_family() {
   static const ModelFamily family{
       .model_type = "bert",
       .model_class = "BertForSequenceClassification",
       .tokenizer_class = "BertTokenizer",
+      .tokenizer = TokenizerKind::kWordPiece,
       .base_prefix = "bert.",
       .keys = {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob"},
@@ -64,6 +63,7 @@ const ModelFamily& bert_family() {
       .head = {"bert.pooler.dense", "classifier", ActKind::kTanh,
                /*dropout_before_dense=*/false},
       .attention_output_dropout = true,
+      .position_ids = PositionIds::kIndex,
       .defaults = bert_defaults,
       .read_keys = read_bert_keys,
       .write_keys = write_bert_keys,

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "kernels/ref/ref.h"
+#include "model/activations.h"
 #include "model/family.h"
 #include "model/layer.h"
 
@@ -56,8 +57,7 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   const bool types_on = c.family->token_types();
   const double eps = c.layer_norm_eps;
   auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
-  std::vector<std::int32_t> positions(N);
-  for (std::int64_t i = 0; i < N; ++i) positions[i] = static_cast<std::int32_t>(i % T);
+  const std::vector<std::int32_t> positions = position_ids(c, in.input_ids.data(), B, T);
   const std::int32_t* types = types_on ? in.token_type_ids.data() : nullptr;
   const AttentionShape shape{B, T, C, c.heads};
 
