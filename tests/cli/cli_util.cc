@@ -67,6 +67,7 @@ std::map<std::string, std::vector<float>> tensors_of(const std::string& path) {
   SafetensorsFile f = SafetensorsFile::open(path);
   std::map<std::string, std::vector<float>> out;
   for (const TensorInfo& t : f.tensors()) {
+    if (!is_floating(t.dtype)) continue;  // buffers such as position_ids
     std::vector<float>& v = out[t.name];
     v.resize(t.shape.numel());
     f.read_f32(t, v.data());
@@ -78,6 +79,7 @@ std::vector<float> all_params(const std::string& path) {
   SafetensorsFile f = SafetensorsFile::open(path);
   std::vector<float> out;
   for (const TensorInfo& t : f.tensors()) {
+    if (!is_floating(t.dtype)) continue;
     std::vector<float> v(t.shape.numel());
     f.read_f32(t, v.data());
     out.insert(out.end(), v.begin(), v.end());

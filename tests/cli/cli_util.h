@@ -34,7 +34,8 @@ std::string read_text(const std::string& path);
 std::string last_line(const std::string& out);
 void write_text(const std::string& path, const std::string& text);
 
-// Every tensor of a safetensors file as floats: by name, or all concatenated in file order.
+// Every floating tensor of a safetensors file as floats (integer buffers such as position_ids
+// left out): by name, or all concatenated in file order.
 std::map<std::string, std::vector<float>> tensors_of(const std::string& path);
 std::vector<float> all_params(const std::string& path);
 

@@ -66,7 +66,9 @@ TEST_P(ForwardGolden, EvalModeGradientsMatchTransformers) {
     EXPECT_LT(rel_err(run.grads[i].second, want[i].second, floor), 1e-4) << want[i].first;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ForwardGolden, ::testing::Values("distilbert-tiny", "bert-tiny"),
+INSTANTIATE_TEST_SUITE_P(Models, ForwardGolden,
+                         ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
+                                           "xlmr-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
