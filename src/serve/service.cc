@@ -65,7 +65,7 @@ HttpResponse error_response(int status, const std::string& type, const std::stri
   return r;
 }
 
-Service::Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer, Batcher& batcher,
+Service::Service(const ModelConfig& config, const Tokenizer& tokenizer, Batcher& batcher,
                  Metrics& metrics, ServiceOptions options, ServeInfo info)
     : config_(config),
       tokenizer_(tokenizer),

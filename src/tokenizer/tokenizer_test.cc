@@ -2,14 +2,13 @@
 // characters, invalid UTF-8, literal special tokens), greedy matching, pair encoding and
 // truncation, and loader errors. Expected tokens come from transformers 4.28's BertTokenizer
 // with bert-base-uncased.
-#include "tokenizer/tokenizer.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {
