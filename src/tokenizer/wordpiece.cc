@@ -49,6 +49,13 @@ void WordPieceTokenizer::tokenize_into(std::string_view text, std::vector<std::i
                                                                 {kUnk, special_.unk},
                                                                 {kMask, special_.mask}};
   Sink out{ids, offsets, 0};
+  auto chunk = [&](std::string_view part) {
+    if (offsets != nullptr) {
+      tokenize_chunk<true>(part, out);
+    } else {
+      tokenize_chunk<false>(part, out);
+    }
+  };
   std::size_t pos = 0;
   for (std::size_t i = text.find('['); i != std::string_view::npos; i = text.find('[', i)) {
     const std::string_view rest = text.substr(i);
@@ -61,7 +68,7 @@ void WordPieceTokenizer::tokenize_into(std::string_view text, std::vector<std::i
       continue;
     }
     out.base = static_cast<std::uint32_t>(pos);
-    tokenize_chunk(text.substr(pos, i - pos), out);
+    chunk(text.substr(pos, i - pos));
     ids.push_back(hit->second);
     if (offsets != nullptr) {
       offsets->push_back(
@@ -71,9 +78,10 @@ void WordPieceTokenizer::tokenize_into(std::string_view text, std::vector<std::i
     pos = i;
   }
   out.base = static_cast<std::uint32_t>(pos);
-  tokenize_chunk(text.substr(pos), out);
+  chunk(text.substr(pos));
 }
 
+template <bool kOffsets>
 void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const {
   Scratch& s = scratch();
   std::string& word = s.word;
@@ -91,8 +99,10 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
         case AsciiClass::kWord: {
           const auto* q = p + 1;
           while (q < end && *q < 0x80 && kAsciiClass[*q] == AsciiClass::kWord) ++q;
-          if (word.empty()) begin = at(p);
-          stop = at(q);
+          if constexpr (kOffsets) {
+            if (word.empty()) begin = at(p);
+            stop = at(q);
+          }
           if (lowercase_) {
             for (; p < q; ++p) word.push_back(kAsciiLower[*p]);
           } else {
@@ -102,7 +112,7 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
           break;
         }
         case AsciiClass::kSpace:
-          finish_word(word, ascii, out, begin, stop);
+          finish_word<kOffsets>(word, ascii, out, begin, stop);
           ascii = true;
           ++p;
           break;
@@ -110,10 +120,10 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
           ++p;
           break;
         case AsciiClass::kPunct:
-          finish_word(word, ascii, out, begin, stop);
+          finish_word<kOffsets>(word, ascii, out, begin, stop);
           ascii = true;
           out.ids.push_back(ascii_punct_id_[c]);
-          if (out.offsets != nullptr) {
+          if constexpr (kOffsets) {
             out.offsets->push_back({out.base + at(p), out.base + at(p) + 1});
           }
           ++p;
@@ -125,33 +135,36 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
     const char32_t cp = tokenizer_detail::decode_utf8(p, end);
     switch (tokenizer_detail::classify(cp)) {
       case CharKind::kWord:
-        if (word.empty()) begin = at(cp_start);
-        stop = at(p);
+        if constexpr (kOffsets) {
+          if (word.empty()) begin = at(cp_start);
+          stop = at(p);
+        }
         tokenizer_detail::append_utf8(word, cp);
         ascii = false;
         break;
       case CharKind::kSpace:
-        finish_word(word, ascii, out, begin, stop);
+        finish_word<kOffsets>(word, ascii, out, begin, stop);
         ascii = true;
         break;
       case CharKind::kDrop:
         break;
       case CharKind::kCjk:
-        finish_word(word, ascii, out, begin, stop);
+        finish_word<kOffsets>(word, ascii, out, begin, stop);
         tokenizer_detail::append_utf8(word, cp);
-        finish_word(word, false, out, at(cp_start), at(p));
+        finish_word<kOffsets>(word, false, out, at(cp_start), at(p));
         ascii = true;
         break;
     }
   }
-  finish_word(word, ascii, out, begin, stop);
+  finish_word<kOffsets>(word, ascii, out, begin, stop);
 }
 
+template <bool kOffsets>
 void WordPieceTokenizer::finish_word(std::string& word, bool ascii, Sink& out, std::uint32_t begin,
                                      std::uint32_t end) const {
   if (word.empty()) return;
   if (ascii) {
-    wordpiece(word, word.size(), out, word.size() == end - begin, begin, end);
+    wordpiece<kOffsets>(word, word.size(), out, word.size() == end - begin, begin, end);
   } else {
     // Lowercasing and NFD never cross an ASCII punctuation or space (they act per code point
     // and canonical ordering stops at starters), so normalizing this word alone equals HF's
@@ -160,25 +173,27 @@ void WordPieceTokenizer::finish_word(std::string& word, bool ascii, Sink& out, s
     n.run(word, lowercase_, strip_accents_);
     const std::string_view text = n.text();
     for (const tokenizer_detail::Piece& piece : n.pieces()) {
-      wordpiece(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out, false, begin,
-                end);
+      wordpiece<kOffsets>(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out, false,
+                          begin, end);
     }
   }
   word.clear();
 }
 
+template <bool kOffsets>
 void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink& out, bool exact,
                                    std::uint32_t begin, std::uint32_t end) const {
   const TokenOffset whole{out.base + begin, out.base + end};
   if (cps > static_cast<std::size_t>(max_input_chars_per_word_)) {
     out.ids.push_back(special_.unk);
-    if (out.offsets != nullptr) out.offsets->push_back(whole);
+    if constexpr (kOffsets) out.offsets->push_back(whole);
     return;
   }
   const char* w = word.data();
   const std::size_t n = word.size();
   const std::size_t mark = out.ids.size();
-  const std::size_t offsets_mark = out.offsets != nullptr ? out.offsets->size() : 0;
+  std::size_t offsets_mark = 0;
+  if constexpr (kOffsets) offsets_mark = out.offsets->size();
   std::size_t start = 0;
   while (start < n) {
     const bool continuation = start > 0;
@@ -193,14 +208,14 @@ void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink&
     if (id < 0) {
       out.ids.resize(mark);
       out.ids.push_back(special_.unk);
-      if (out.offsets != nullptr) {
+      if constexpr (kOffsets) {
         out.offsets->resize(offsets_mark);
         out.offsets->push_back(whole);
       }
       return;
     }
     out.ids.push_back(id);
-    if (out.offsets != nullptr) {
+    if constexpr (kOffsets) {
       out.offsets->push_back(exact ? TokenOffset{whole.begin + static_cast<std::uint32_t>(start),
                                                  whole.begin + static_cast<std::uint32_t>(stop)}
                                    : whole);

@@ -66,13 +66,16 @@ class WordPieceTokenizer final : public Tokenizer {
     std::uint32_t base;
   };
   // Text free of literal special tokens.
+  template <bool kOffsets>
   void tokenize_chunk(std::string_view text, Sink& out) const;
   // Appends the ids of one word that is already normalized and free of whitespace and
   // punctuation (cps: its length in code points); a single [UNK] if it cannot be matched.
   // exact: word's bytes are the source bytes [begin, ...) one for one; else every token gets
   // [begin, end).
+  template <bool kOffsets>
   void wordpiece(std::string_view word, std::size_t cps, Sink& out, bool exact, std::uint32_t begin,
                  std::uint32_t end) const;
+  template <bool kOffsets>
   void finish_word(std::string& word, bool ascii, Sink& out, std::uint32_t begin,
                    std::uint32_t end) const;
 
