@@ -254,5 +254,19 @@ TEST(Tokenizer, FromModelDir) {
   EXPECT_EQ(tok.tokenize_ids("Héllo, [SEP]"), (Ids{7592, 1010, 102}));
 }
 
+TEST(Tokenizer, WordPieceOffsets) {
+  const std::string text = "Hello, unaffable\tHéllo [SEP]x";
+  Ids ids;
+  std::vector<TokenOffset> offsets;
+  uncased().tokenize_into(text, ids, &offsets);
+  EXPECT_EQ(ids, uncased().tokenize_ids(text));
+  // hello , una ##ffa ##ble hello(non-ASCII word: the whole word) [SEP] x
+  EXPECT_EQ(offsets,
+            (std::vector<TokenOffset>{
+                {0, 5}, {5, 6}, {7, 10}, {10, 13}, {13, 16}, {17, 23}, {24, 29}, {29, 30}}));
+  const Encoding e = uncased().encode("Hi", std::string_view("there"), 16, true);
+  EXPECT_EQ(e.offsets, (std::vector<TokenOffset>{{0, 0}, {0, 2}, {0, 0}, {0, 5}, {0, 0}}));
+}
+
 }  // namespace
 }  // namespace bertfit
