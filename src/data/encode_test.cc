@@ -2,10 +2,10 @@
 // the tokenizer, labels are carried over, and a bad maximum length is a user error.
 #include <gtest/gtest.h>
 
-#include "tokenizer/wordpiece.h"
 #include "base/error.h"
 #include "base/parallel.h"
 #include "data/batch.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {

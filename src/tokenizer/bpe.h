@@ -25,15 +25,17 @@ namespace bertfit {
 class ByteLevelBpeTokenizer final : public Tokenizer {
  public:
   // vocab.json (token -> id) + merges.txt (read as RobertaTokenizer does: the first line is
-  // skipped, and so is a last line without a line break) + the optional tokenizer_config.json
-  // (special tokens, add_prefix_space; config_path empty or missing: RoBERTa's defaults).
+  // skipped, and so is a last line without a line break). config_dir ("" for none) holds the
+  // optional tokenizer_config.json (special tokens, add_prefix_space), special_tokens_map.json
+  // and added_tokens.json, read as from_pretrained reads them; RoBERTa's defaults otherwise.
   static std::unique_ptr<ByteLevelBpeTokenizer> from_files(const std::string& vocab_path,
                                                            const std::string& merges_path,
-                                                           const std::string& config_path);
+                                                           const std::string& config_dir);
   // tokenizer.json with a BPE model and a ByteLevel pre-tokenizer; its added_tokens are matched
-  // with their own lstrip/rstrip; tokenizer_config.json (optional) may set add_prefix_space.
+  // with their own lstrip/rstrip; config_dir's tokenizer_config.json and
+  // special_tokens_map.json apply as above.
   static std::unique_ptr<ByteLevelBpeTokenizer> from_tokenizer_json(const std::string& path,
-                                                                    const std::string& config_path);
+                                                                    const std::string& config_dir);
 
   void tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
                      std::vector<TokenOffset>* offsets) const override;

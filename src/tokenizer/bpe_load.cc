@@ -1,6 +1,7 @@
 // Readers of byte-level BPE files: vocab.json, merges.txt, tokenizer.json (model BPE with a
 // ByteLevel pre-tokenizer) and the special tokens and add_prefix_space of tokenizer_config.json.
 // Every error is one line naming the file (and the key or line).
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -12,8 +13,6 @@ namespace bertfit {
 
 using Json = nlohmann::json;
 using tokenizer_detail::AddedToken;
-using tokenizer_detail::config_token;
-using tokenizer_detail::ConfigToken;
 using tokenizer_detail::parse_json_file;
 
 namespace {
@@ -111,66 +110,86 @@ std::int32_t special_id(ByteLevelBpeTokenizer::Model& model, const std::string& 
 
 // Friend of ByteLevelBpeTokenizer: fills its special ids and added tokens.
 struct BpeLoader {
-  // RobertaTokenizer's special tokens from tokenizer_config.json (or its defaults): plain
-  // strings become AddedToken(lstrip=False, rstrip=False), <mask> lstrip=True; the object form
-  // keeps its flags.
+  // RobertaTokenizer's special tokens (resolve_special_token: __init__ wraps strings into
+  // AddedToken(lstrip=False, rstrip=False), <mask> lstrip=True) and, from the slow files,
+  // added_tokens.json's non-special tokens (plain: stripped on both sides), whose ids must
+  // continue the vocabulary as transformers requires.
   static void specials(ByteLevelBpeTokenizer& t, ByteLevelBpeTokenizer::Model& model,
-                       const Json& config, const std::string& config_path) {
+                       const std::string& config_dir, bool added_tokens_json) {
+    const std::string config_path = join_path(config_dir, "tokenizer_config.json");
+    const std::string map_path = join_path(config_dir, "special_tokens_map.json");
+    const std::string added_path = join_path(config_dir, "added_tokens.json");
+    Json config = Json::object(), special_map = Json::object();
+    if (!config_dir.empty()) {
+      config = tokenizer_detail::optional_json_object(config_path);
+      special_map = tokenizer_detail::optional_json_object(map_path);
+    }
+    t.add_prefix_space_ =
+        tokenizer_detail::optional_bool(config, "add_prefix_space", config_path).value_or(false);
     struct Spec {
-      const char* key;
-      const char* fallback;
-      bool lstrip;
+      tokenizer_detail::SpecialTokenRule rule;
       std::int32_t* out;
     };
     std::int32_t bos = -1, eos = -1;
-    const Spec specs[] = {{"bos_token", "<s>", false, &bos},
-                          {"eos_token", "</s>", false, &eos},
-                          {"unk_token", "<unk>", false, &t.special_.unk},
-                          {"sep_token", "</s>", false, &t.special_.sep},
-                          {"pad_token", "<pad>", false, &t.special_.pad},
-                          {"cls_token", "<s>", false, &t.special_.cls},
-                          {"mask_token", "<mask>", true, &t.special_.mask}};
-    std::vector<AddedToken> tokens;
+    const Spec specs[] = {{{"bos_token", "<s>", true, false}, &bos},
+                          {{"eos_token", "</s>", true, false}, &eos},
+                          {{"unk_token", "<unk>", true, false}, &t.special_.unk},
+                          {{"sep_token", "</s>", true, false}, &t.special_.sep},
+                          {{"pad_token", "<pad>", true, false}, &t.special_.pad},
+                          {{"cls_token", "<s>", true, false}, &t.special_.cls},
+                          {{"mask_token", "<mask>", true, true}, &t.special_.mask}};
+    std::vector<tokenizer_detail::ResolvedToken> resolved;
     for (const Spec& s : specs) {
-      ConfigToken c = config_token(config, s.key, config_path)
-                          .value_or(ConfigToken{s.fallback, std::nullopt, std::nullopt});
-      const std::int32_t id = special_id(model, c.content);
-      *s.out = id;
-      tokens.push_back({c.content, id, c.lstrip.value_or(s.lstrip), c.rstrip.value_or(false)});
+      resolved.push_back(tokenizer_detail::resolve_special_token(s.rule, config, config_path,
+                                                                 special_map, map_path));
     }
-    for (const AddedToken& a : tokens) t.added_.add(a);
+    if (added_tokens_json && !config_dir.empty()) {
+      std::int32_t next = 0;
+      for (const auto& [token, id] : model.vocab) next = std::max(next, id + 1);
+      for (const auto& [id, token] : model.added) next = std::max(next, id + 1);
+      std::int32_t assigned = next;  // ids go to the tokens actually added, in order
+      for (const auto& [token, id] : tokenizer_detail::read_added_tokens_json(
+               added_path, 2 * static_cast<std::int64_t>(model.vocab.size()) + 1024)) {
+        bool special = false;
+        for (const auto& r : resolved) special = special || r.content == token;
+        if (special) continue;
+        if (id != next) {
+          throw_error(added_path, ": token \"", token, "\" has id ", id, "; the next id is ", next,
+                      " (added tokens continue the vocabulary)");
+        }
+        ++next;
+        // add_tokens adds only tokens that convert to the unknown id (not in the vocabulary).
+        if (model.vocab.contains(token)) continue;
+        model.added.emplace_back(assigned, token);
+        t.added_.add({token, assigned, true, true});
+        ++assigned;
+      }
+    }
+    for (std::size_t i = 0; i < std::size(specs); ++i) {
+      const std::int32_t id = special_id(model, resolved[i].content);
+      *specs[i].out = id;
+      t.added_.add({resolved[i].content, id, resolved[i].lstrip, resolved[i].rstrip});
+    }
   }
 };
 
 std::unique_ptr<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_files(
-    const std::string& vocab_path, const std::string& merges_path, const std::string& config_path) {
+    const std::string& vocab_path, const std::string& merges_path, const std::string& config_dir) {
   if (!path_exists(vocab_path)) throw_error(vocab_path, ": file not found");
   if (!path_exists(merges_path)) throw_error(merges_path, ": file not found");
-  Json config = Json::object();
-  if (!config_path.empty() && path_exists(config_path)) {
-    config = parse_json_file(config_path);
-    if (!config.is_object()) throw_error(config_path, ": expected a JSON object");
-  }
   std::unique_ptr<ByteLevelBpeTokenizer> t(new ByteLevelBpeTokenizer());
   Model model;
   model.vocab = read_vocab_object(parse_json_file(vocab_path), vocab_path);
   model.merges = read_merges_txt(merges_path);
-  t->add_prefix_space_ =
-      tokenizer_detail::optional_bool(config, "add_prefix_space", config_path).value_or(false);
-  BpeLoader::specials(*t, model, config, config_path);
+  BpeLoader::specials(*t, model, config_dir, true);
   t->build(std::move(model), vocab_path);
   t->source_files_ = {vocab_path, merges_path};
   return t;
 }
 
 std::unique_ptr<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_tokenizer_json(
-    const std::string& path, const std::string& config_path) {
+    const std::string& path, const std::string& config_dir) {
   const Json j = parse_json_file(path);
-  Json config = Json::object();
-  if (!config_path.empty() && path_exists(config_path)) {
-    config = parse_json_file(config_path);
-    if (!config.is_object()) throw_error(config_path, ": expected a JSON object");
-  }
   std::unique_ptr<ByteLevelBpeTokenizer> t(new ByteLevelBpeTokenizer());
   Model model;
   try {
@@ -235,9 +254,7 @@ std::unique_ptr<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_tokenizer_jso
         added.push_back(std::move(token));
       }
     }
-    t->add_prefix_space_ =
-        tokenizer_detail::optional_bool(config, "add_prefix_space", config_path).value_or(false);
-    BpeLoader::specials(*t, model, config, config_path);
+    BpeLoader::specials(*t, model, config_dir, false);
     for (const AddedToken& a : added) t->added_.add(a);
   } catch (const Json::exception& e) {
     throw_error(path, ": unexpected content: ", e.what());

@@ -99,8 +99,7 @@ TEST(FamiliesGolden, RobertaBpeFromVocabJsonAndMerges) {
 
 TEST(FamiliesGolden, RobertaBpeFromTokenizerJson) {
   const auto tok = ByteLevelBpeTokenizer::from_tokenizer_json(
-      kShared + "/data/roberta-bpe/tokenizer.json",
-      kShared + "/data/roberta-bpe/tokenizer_config.json");
+      kShared + "/data/roberta-bpe/tokenizer.json", kShared + "/data/roberta-bpe");
   EXPECT_EQ(check_all(*tok, "roberta-bpe-"), 408 + 277 + 872 + 3250);
 }
 

@@ -39,7 +39,7 @@ bool starts_with(const std::string& s, std::string_view prefix) { return s.start
 
 // tokenizer.json by its model.type.
 std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
-                                               const std::string& config_path) {
+                                               const std::string& config_dir) {
   const Json j = tokenizer_detail::parse_json_file(path);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
     throw_error(path, ": no \"model\" object");
@@ -56,7 +56,7 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
   if (type == "BPE") {
     const Json pre = j.value("pre_tokenizer", Json());
     if (pre.is_object() && pre.value("type", std::string()) == "ByteLevel") {
-      return ByteLevelBpeTokenizer::from_tokenizer_json(path, config_path);
+      return ByteLevelBpeTokenizer::from_tokenizer_json(path, config_dir);
     }
     throw_error(path,
                 ": a BPE model with a Metaspace/SentencePiece pre-tokenizer (pre_tokenizer.type ",
@@ -75,7 +75,6 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   if (!is_directory(dir)) throw_error("model folder ", dir, " does not exist or is not a folder");
-  const std::string config_path = join_path(dir, "tokenizer_config.json");
   const std::string cls = string_field(dir, "tokenizer_config.json", "tokenizer_class");
   const std::string model_type = string_field(dir, "config.json", "model_type");
   const bool has_vocab_txt = path_exists(join_path(dir, "vocab.txt"));
@@ -96,11 +95,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
 
   auto bpe = [&] {
     return ByteLevelBpeTokenizer::from_files(join_path(dir, "vocab.json"),
-                                             join_path(dir, "merges.txt"), config_path);
+                                             join_path(dir, "merges.txt"), dir);
   };
   auto spm = [&] {
     return SentencePieceTokenizer::from_model_file(
-        join_path(dir, "sentencepiece.bpe.model"), config_path,
+        join_path(dir, "sentencepiece.bpe.model"), dir,
         wants_camembert ? FairseqMapping::kCamembert : FairseqMapping::kXlmRoberta);
   };
   std::unique_ptr<Tokenizer> t;
@@ -115,7 +114,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   } else if (has_spm && !wants_wordpiece && !wants_bpe) {
     t = spm();
   } else if (has_json) {
-    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), config_path);
+    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir);
   } else if (has_vocab_txt) {
     t = std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_model_dir(dir));
   } else {

@@ -4,6 +4,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/file.h"
 #include "tokenizer/load_util.h"
@@ -24,7 +26,7 @@ std::int32_t SentencePieceTokenizer::token_to_id(const std::string& piece) const
 }
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
-    const std::string& model_path, const std::string& config_path, FairseqMapping mapping) {
+    const std::string& model_path, const std::string& config_dir, FairseqMapping mapping) {
   if (!path_exists(model_path)) throw_error(model_path, ": file not found");
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
@@ -54,37 +56,58 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
   const int unk = t->sp_->unk_id();
   if (unk >= 0 && unk < size) t->spm_to_id_[unk] = unk == 0 ? 3 : unk + t->offset_;
 
-  nlohmann::json config = nlohmann::json::object();
-  if (!config_path.empty() && path_exists(config_path)) {
-    config = tokenizer_detail::parse_json_file(config_path);
-    if (!config.is_object()) throw_error(config_path, ": expected a JSON object");
+  // Special tokens as from_pretrained settles them (resolve_special_token): __init__ wraps only
+  // <mask>, into AddedToken(lstrip=True); the others stay plain strings (stripped both sides).
+  const std::string config_path = join_path(config_dir, "tokenizer_config.json");
+  const std::string map_path = join_path(config_dir, "special_tokens_map.json");
+  nlohmann::json config = nlohmann::json::object(), special_map = nlohmann::json::object();
+  if (!config_dir.empty()) {
+    config = tokenizer_detail::optional_json_object(config_path);
+    special_map = tokenizer_detail::optional_json_object(map_path);
   }
   struct Spec {
-    const char* key;
-    const char* fallback;
+    tokenizer_detail::SpecialTokenRule rule;
     std::int32_t* out;
   };
   std::int32_t bos = -1, eos = -1;
-  const Spec specs[] = {{"bos_token", "<s>", &bos},
-                        {"eos_token", "</s>", &eos},
-                        {"unk_token", "<unk>", &t->special_.unk},
-                        {"sep_token", "</s>", &t->special_.sep},
-                        {"pad_token", "<pad>", &t->special_.pad},
-                        {"cls_token", "<s>", &t->special_.cls},
-                        {"mask_token", "<mask>", &t->special_.mask}};
+  const Spec specs[] = {{{"bos_token", "<s>", false, false}, &bos},
+                        {{"eos_token", "</s>", false, false}, &eos},
+                        {{"unk_token", "<unk>", false, false}, &t->special_.unk},
+                        {{"sep_token", "</s>", false, false}, &t->special_.sep},
+                        {{"pad_token", "<pad>", false, false}, &t->special_.pad},
+                        {{"cls_token", "<s>", false, false}, &t->special_.cls},
+                        {{"mask_token", "<mask>", true, true}, &t->special_.mask}};
+  std::vector<std::string> specials = plain;
   for (const Spec& s : specs) {
-    const auto c =
-        tokenizer_detail::config_token(config, s.key, config_path)
-            .value_or(tokenizer_detail::ConfigToken{s.fallback, std::nullopt, std::nullopt});
-    const std::int32_t id = t->token_to_id(c.content);
-    if (id < 0 || id > t->max_id_) throw_error(model_path, ": no id for ", s.key, " ", c.content);
-    *s.out = id;
-    // <mask> is AddedToken(lstrip=True); the others are plain strings (strip both sides)
-    // unless tokenizer_config.json gives them as objects.
-    const bool is_mask = std::string_view(s.key) == "mask_token";
-    t->added_.add({c.content, id, c.lstrip.value_or(true), c.rstrip.value_or(!is_mask)});
+    const auto r =
+        tokenizer_detail::resolve_special_token(s.rule, config, config_path, special_map, map_path);
+    *s.out = t->token_to_id(r.content);
+    t->added_.add({r.content, *s.out, r.lstrip, r.rstrip});
+    specials.push_back(r.content);
   }
   for (const std::string& p : plain) t->added_.add({p, t->token_to_id(p), true, true});
+  // added_tokens.json: non-special tokens after the vocabulary, plain (stripped both sides).
+  // Their ids must follow one another from the vocabulary's size (else transformers refuses the
+  // file); add_tokens then adds, with the next free ids, only the tokens that convert to the
+  // unknown id: with an spm model whose <unk> is not spm id 0 none does (an unknown piece
+  // converts to spm unk + offset).
+  if (!config_dir.empty()) {
+    const std::string added_path = join_path(config_dir, "added_tokens.json");
+    std::int32_t expected = t->max_id_ + 1;
+    for (const auto& [token, id] : tokenizer_detail::read_added_tokens_json(
+             added_path, 2 * static_cast<std::int64_t>(size) + 1024)) {
+      if (std::find(specials.begin(), specials.end(), token) != specials.end()) continue;
+      if (id != expected) {
+        throw_error(added_path, ": token \"", token, "\" has id ", id, "; the next id is ",
+                    expected, " (added tokens continue the vocabulary)");
+      }
+      ++expected;
+      if (t->token_to_id(token) != t->special_.unk) continue;
+      ++t->max_id_;
+      t->added_tokens_.push_back(token);
+      t->added_.add({token, t->max_id_, true, true});
+    }
+  }
   t->source_files_ = {model_path};
   return t;
 }
@@ -93,7 +116,9 @@ std::string SentencePieceTokenizer::token(std::int32_t id) const {
   for (const auto& [token, fid] : fairseq_) {
     if (fid == id) return token;
   }
-  if (id < offset_ || id >= max_id_) {
+  const std::int32_t mask = static_cast<std::int32_t>(spm_to_id_.size()) + offset_;
+  if (id > mask && id <= max_id_) return added_tokens_[static_cast<std::size_t>(id - mask - 1)];
+  if (id < offset_ || id >= mask) {
     throw_error("token id ", id, " is outside the vocabulary (0..", max_id_, ")");
   }
   return sp_->IdToPiece(id - offset_);

@@ -27,10 +27,11 @@ enum class FairseqMapping { kXlmRoberta, kCamembert };
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  // model_path: a SentencePiece model (sentencepiece.bpe.model); config_path (optional,
-  // may be empty): tokenizer_config.json for the special tokens' strings and flags.
+  // model_path: a SentencePiece model (sentencepiece.bpe.model). config_dir ("" for none) holds
+  // the optional tokenizer_config.json, special_tokens_map.json (the special tokens' strings and
+  // flags) and added_tokens.json, read as from_pretrained reads them.
   static std::unique_ptr<SentencePieceTokenizer> from_model_file(const std::string& model_path,
-                                                                 const std::string& config_path,
+                                                                 const std::string& config_dir,
                                                                  FairseqMapping mapping);
   ~SentencePieceTokenizer() override;
 
@@ -49,6 +50,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<std::pair<std::string, std::int32_t>> fairseq_;  // fixed tokens -> ids
   std::int32_t offset_ = 1;                                    // spm id + offset_ = id
   std::vector<std::int32_t> spm_to_id_;                        // spm id -> id
+  std::vector<std::string> added_tokens_;  // added_tokens.json's, ids after <mask>
   tokenizer_detail::AddedTokenSplitter added_;
 };
 
