@@ -25,11 +25,18 @@ constexpr const char* kTokenizerFiles[] = {"vocab.txt",
                                            "special_tokens_map.json",
                                            "added_tokens.json"};
 
-// A string field of a JSON file in dir ("" if the file or the key is absent).
-std::string string_field(const std::string& dir, const char* file, const char* key) {
+// A string field of a JSON file in dir ("" if the file or the key is absent). A malformed
+// config.json is the model loader's to report: read leniently here.
+std::string string_field(const std::string& dir, const char* file, const char* key, bool lenient) {
   const std::string path = join_path(dir, file);
   if (!path_exists(path)) return "";
-  const Json j = tokenizer_detail::parse_json_file(path);
+  Json j;
+  if (lenient) {
+    j = Json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
+    return j[key].get<std::string>();
+  }
+  j = tokenizer_detail::parse_json_file(path);
   if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
   if (!j[key].is_string()) throw_error(path, ": \"", key, "\" must be a string");
   return j[key].get<std::string>();
@@ -75,8 +82,8 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   if (!is_directory(dir)) throw_error("model folder ", dir, " does not exist or is not a folder");
-  const std::string cls = string_field(dir, "tokenizer_config.json", "tokenizer_class");
-  const std::string model_type = string_field(dir, "config.json", "model_type");
+  const std::string cls = string_field(dir, "tokenizer_config.json", "tokenizer_class", false);
+  const std::string model_type = string_field(dir, "config.json", "model_type", true);
   const bool has_vocab_txt = path_exists(join_path(dir, "vocab.txt"));
   const bool has_bpe =
       path_exists(join_path(dir, "vocab.json")) && path_exists(join_path(dir, "merges.txt"));
