@@ -132,8 +132,9 @@ void add_tokenize_command(CLI::App& app) {
               "bert-base-uncased)",
               &o->vocab_file},
              {"--tokenizer",
-              "Hugging Face tokenizers tokenizer.json (WordPiece, or BPE with a ByteLevel "
-              "pre-tokenizer) or a SentencePiece .model (XLM-R ids)",
+              "Hugging Face tokenizers tokenizer.json (WordPiece; BPE with a ByteLevel "
+              "pre-tokenizer; Unigram or BPE with Metaspace, as converted from SentencePiece) or a "
+              "SentencePiece .model (XLM-R ids)",
               &o->tokenizer_file},
              {"--input",
               "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "

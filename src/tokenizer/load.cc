@@ -65,17 +65,10 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
     if (pre.is_object() && pre.value("type", std::string()) == "ByteLevel") {
       return ByteLevelBpeTokenizer::from_tokenizer_json(path, config_dir);
     }
-    throw_error(path,
-                ": a BPE model with a Metaspace/SentencePiece pre-tokenizer (pre_tokenizer.type ",
-                pre.is_object() ? pre.value("type", Json()).dump() : pre.dump(),
-                ") is not supported yet; use the repository's sentencepiece.bpe.model");
+    return SentencePieceTokenizer::from_tokenizer_json(path, config_dir);
   }
-  if (type == "Unigram") {
-    throw_error(path,
-                ": model.type Unigram (SentencePiece with a Precompiled normalizer) is not "
-                "supported yet; use the repository's sentencepiece.bpe.model");
-  }
-  throw_error(path, ": model.type \"", type, "\" is not supported (WordPiece, BPE)");
+  if (type == "Unigram") return SentencePieceTokenizer::from_tokenizer_json(path, config_dir);
+  throw_error(path, ": model.type \"", type, "\" is not supported (WordPiece, BPE, Unigram)");
 }
 
 }  // namespace

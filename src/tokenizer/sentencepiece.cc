@@ -17,6 +17,7 @@ SentencePieceTokenizer::SentencePieceTokenizer()
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 std::int32_t SentencePieceTokenizer::token_to_id(const std::string& piece) const {
+  if (mapping_ == FairseqMapping::kNone) return sp_->PieceToId(piece);
   for (const auto& [token, id] : fairseq_) {
     if (token == piece) return id;
   }
@@ -29,13 +30,8 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
     const std::string& model_path, const std::string& config_dir, FairseqMapping mapping) {
   if (!path_exists(model_path)) throw_error(model_path, ": file not found");
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
-  t->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const std::string bytes = read_file(model_path);
-  if (const auto status = t->sp_->LoadFromSerializedProto(bytes); !status.ok()) {
-    throw_error(model_path, ": not a SentencePiece model (", status.ToString(), ")");
-  }
+  t->load_proto(read_file(model_path), model_path);
   const int size = t->sp_->GetPieceSize();
-  if (size <= 0) throw_error(model_path, ": the SentencePiece model has no pieces");
   t->mapping_ = mapping;
   std::vector<std::string> plain;  // specials given as strings: stripped on both sides
   if (mapping == FairseqMapping::kXlmRoberta) {
@@ -112,7 +108,21 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
   return t;
 }
 
+void SentencePieceTokenizer::load_proto(const std::string& bytes, const std::string& source) {
+  sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  if (const auto status = sp_->LoadFromSerializedProto(bytes); !status.ok()) {
+    throw_error(source, ": not a SentencePiece model (", status.ToString(), ")");
+  }
+  if (sp_->GetPieceSize() <= 0) throw_error(source, ": the SentencePiece model has no pieces");
+}
+
 std::string SentencePieceTokenizer::token(std::int32_t id) const {
+  if (mapping_ == FairseqMapping::kNone) {
+    if (id < 0 || id > max_id_) {
+      throw_error("token id ", id, " is outside the vocabulary (0..", max_id_, ")");
+    }
+    return sp_->IdToPiece(id);
+  }
   for (const auto& [token, fid] : fairseq_) {
     if (fid == id) return token;
   }

@@ -23,7 +23,8 @@ class SentencePieceProcessor;
 
 namespace bertfit {
 
-enum class FairseqMapping { kXlmRoberta, kCamembert };
+// kNone: the ids are the model's own (a model built from tokenizer.json, whose ids are final).
+enum class FairseqMapping { kXlmRoberta, kCamembert, kNone };
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
@@ -33,6 +34,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   static std::unique_ptr<SentencePieceTokenizer> from_model_file(const std::string& model_path,
                                                                  const std::string& config_dir,
                                                                  FairseqMapping mapping);
+  // tokenizer.json with a Unigram or BPE model behind a Metaspace pre-tokenizer and a
+  // Precompiled normalizer (what transformers' converters write for SentencePiece models): an
+  // spm model is rebuilt from it (sentencepiece_json.cc) and run by the library, with the ids
+  // of tokenizer.json; its added_tokens are matched with their own lstrip/rstrip. config_dir's
+  // tokenizer_config.json / special_tokens_map.json name the special tokens.
+  static std::unique_ptr<SentencePieceTokenizer> from_tokenizer_json(const std::string& path,
+                                                                     const std::string& config_dir);
   ~SentencePieceTokenizer() override;
 
   void tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
@@ -42,6 +50,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 
  private:
   SentencePieceTokenizer();
+  // Loads a serialized spm ModelProto; source names the file in errors.
+  void load_proto(const std::string& bytes, const std::string& source);
   // The id transformers' _convert_token_to_id gives piece.
   std::int32_t token_to_id(const std::string& piece) const;
 

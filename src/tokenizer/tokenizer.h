@@ -118,7 +118,8 @@ class Tokenizer {
 // (tokenizer_class) or config.json (model_type):
 //   vocab.txt -> WordPiece; vocab.json + merges.txt -> byte-level BPE;
 //   sentencepiece.bpe.model -> SentencePiece (XLM-R's ids, or CamemBERT's for CamembertTokenizer
-//   / model_type camembert); else tokenizer.json by model.type (WordPiece, BPE with ByteLevel).
+//   / model_type camembert); else tokenizer.json by model.type (WordPiece; BPE with ByteLevel;
+//   Unigram or BPE with Metaspace and Precompiled -> SentencePiece with tokenizer.json's ids).
 // Throws Error naming the folder and the files it looked for, or the file and key at fault.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 // A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json, or a
