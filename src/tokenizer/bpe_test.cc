@@ -271,6 +271,23 @@ TEST(SentencePieceTokenizer, TokenizerJsonAgreesOnAwkwardTexts) {
   EXPECT_EQ(rows, 18);
 }
 
+TEST(SentencePieceTokenizer, UnigramTokenizerJson) {
+  // A hand-made Unigram model: Viterbi over the scores ("▁a" -1, "b" -2, "▁" -3).
+  testing::TempDir d;
+  std::ofstream(d / "tokenizer.json") << R"({
+    "model": {"type": "Unigram", "unk_id": 0,
+              "vocab": [["<unk>", 0.0], ["\u2581a", -1.0], ["b", -2.0], ["\u2581", -3.0]]},
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": true},
+    "added_tokens": [{"id": 4, "content": "<mask>", "special": true}]})";
+  const auto tok = load_tokenizer(d.path());
+  EXPECT_EQ(tok->kind(), TokenizerKind::kSentencePiece);
+  EXPECT_EQ(tok->max_id(), 4);
+  EXPECT_EQ(tok->mask_id(), 4);
+  EXPECT_EQ(tok->tokenize_ids("a b"), (Ids{1, 3, 2}));
+  EXPECT_EQ(tok->tokenize_ids("a  <mask>"), (Ids{1, 4}));
+  EXPECT_EQ(tok->tokenize_ids("c"), (Ids{3, 0}));  // "▁" then the unknown "c"
+}
+
 TEST(Tokenizer, ByteToCharOffsets) {
   const std::string text = "né 😀x";  // n é(2 bytes) space 😀(4 bytes) x
   EXPECT_EQ(byte_to_char_offsets(text, {{0, 3}, {4, 8}, {8, 9}, {4, 6}}),
