@@ -1,9 +1,11 @@
 // Tokenizer throughput on one thread: every sentence of GLUE MRPC train (columns 3 and 4 of
-// train.tsv, header skipped, split on tabs only) through WordPieceTokenizer::tokenize_ids, and
-// the same sentences as pairs through encode(max_len 128). Reports tokens/s (ids produced,
-// without [CLS]/[SEP]) and input bytes/s.
+// train.tsv, header skipped, split on tabs only) through Tokenizer::tokenize_into for WordPiece,
+// byte-level BPE (also with offsets) and SentencePiece, and the same sentences as pairs through
+// encode(max_len 128). Reports tokens/s (ids produced, without the template's specials) and
+// input bytes/s.
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,23 +59,42 @@ const Corpus& mrpc_train() {
   return corpus;
 }
 
-const WordPieceTokenizer& tokenizer() {
-  static const WordPieceTokenizer tok =
-      WordPieceTokenizer::from_vocab_file(kShared + "/data/vocab/bert-base-uncased.txt");
-  return tok;
+// The tokenizers compared: WordPiece (bert-base-uncased vocab.txt), byte-level BPE (the 52k
+// RoBERTa vocabulary of ../shared/data/roberta-bpe) and SentencePiece (the XLM-R-style 50k model
+// of ../shared/data/spm). Loaded once; the BPE word cache warms up in the first iteration.
+enum class Kind { kWordPiece, kBpe, kSentencePiece };
+const Tokenizer& tokenizer(Kind kind) {
+  static const std::unique_ptr<Tokenizer> wordpiece =
+      load_tokenizer_file(kShared + "/data/vocab/bert-base-uncased.txt");
+  static const std::unique_ptr<Tokenizer> bpe = load_tokenizer(kShared + "/data/roberta-bpe");
+  static const std::unique_ptr<Tokenizer> spm = load_tokenizer(kShared + "/data/spm");
+  switch (kind) {
+    case Kind::kWordPiece:
+      return *wordpiece;
+    case Kind::kBpe:
+      return *bpe;
+    case Kind::kSentencePiece:
+      return *spm;
+  }
+  return *wordpiece;
 }
 
-void BM_TokenizeMrpcTrain(benchmark::State& state) {
+// Every sentence alone through tokenize_into (ids only, or ids and offsets).
+void BM_TokenizeMrpcTrain(benchmark::State& state, Kind kind, bool offsets) {
   const Corpus& c = mrpc_train();
-  const WordPieceTokenizer& tok = tokenizer();
+  const Tokenizer& tok = tokenizer(kind);
   std::size_t tokens = 0;
+  std::vector<std::int32_t> ids;
+  std::vector<TokenOffset> offs;
   for (auto _ : state) {
     for (std::size_t i = 0; i < c.a.size(); ++i) {
-      const auto a = tok.tokenize_ids(c.a[i]);
-      const auto b = tok.tokenize_ids(c.b[i]);
-      tokens += a.size() + b.size();
-      benchmark::DoNotOptimize(a.data());
-      benchmark::DoNotOptimize(b.data());
+      for (const std::string* text : {&c.a[i], &c.b[i]}) {
+        ids.clear();
+        offs.clear();
+        tok.tokenize_into(*text, ids, offsets ? &offs : nullptr);
+        tokens += ids.size();
+        benchmark::DoNotOptimize(ids.data());
+      }
     }
   }
   state.counters["tokens/s"] =
@@ -81,16 +102,28 @@ void BM_TokenizeMrpcTrain(benchmark::State& state) {
   state.counters["sentences"] = static_cast<double>(2 * c.a.size());
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * c.bytes));
 }
-BENCHMARK(BM_TokenizeMrpcTrain)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TokenizeMrpcTrain, wordpiece, Kind::kWordPiece, false)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TokenizeMrpcTrain, bpe, Kind::kBpe, false)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TokenizeMrpcTrain, bpe_offsets, Kind::kBpe, true)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_TokenizeMrpcTrain, sentencepiece, Kind::kSentencePiece, false)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
 
-void BM_EncodePairsMrpcTrain(benchmark::State& state) {
+void BM_EncodePairsMrpcTrain(benchmark::State& state, Kind kind) {
   const Corpus& c = mrpc_train();
-  const WordPieceTokenizer& tok = tokenizer();
+  const Tokenizer& tok = tokenizer(kind);
+  const auto specials = static_cast<std::size_t>(tok.num_special_tokens(true));
   std::size_t tokens = 0;
   for (auto _ : state) {
     for (std::size_t i = 0; i < c.a.size(); ++i) {
       const Encoding e = tok.encode(c.a[i], std::string_view(c.b[i]), 128);
-      tokens += e.input_ids.size() - 3;
+      tokens += e.input_ids.size() - specials;
       benchmark::DoNotOptimize(e.input_ids.data());
     }
   }
@@ -98,7 +131,12 @@ void BM_EncodePairsMrpcTrain(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * c.bytes));
 }
-BENCHMARK(BM_EncodePairsMrpcTrain)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_EncodePairsMrpcTrain, wordpiece, Kind::kWordPiece)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_EncodePairsMrpcTrain, bpe, Kind::kBpe)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
 
 }  // namespace
 }  // namespace bertfit

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/file.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit::fuzz {
 

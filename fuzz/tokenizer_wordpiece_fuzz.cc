@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_tokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 
 namespace {
 

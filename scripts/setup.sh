@@ -8,6 +8,7 @@
 # python3-torch: the checkpoint tests (io_pytorch_test, model_io_test) have PyTorch itself write
 # the pytorch_model.bin files they read (tests/fixtures/make_torch_checkpoints.py, run with
 # /usr/bin/python3); without it those tests skip.
+# libsentencepiece-dev: the SentencePiece tokenizer (XLM-R, CamemBERT: sentencepiece.bpe.model).
 # libboost-dev: Boost.Beast/Asio (header-only), the HTTP server of `bertfit serve` (src/serve).
 # chromium and zlib1g-dev: report_cli_test renders `bertfit report`'s page in headless Chromium
 # and decodes the screenshot (PNG: zlib); without Chromium that test checks the page as text.
@@ -15,7 +16,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
-  nlohmann-json3-dev libutf8proc-dev libcli11-dev libcurl4-openssl-dev libssl-dev libboost-dev
+  nlohmann-json3-dev libutf8proc-dev libsentencepiece-dev libcli11-dev libcurl4-openssl-dev libssl-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2 python3 python3-torch

@@ -38,7 +38,7 @@ void run(const EvalOptions& o) {
                       : model_task_info(state.config);
   check_model_fits_task(state.config, task, o.model.model_dir);
   LoadedExamples examples = load_eval_examples(o.data, o.split, task);
-  auto encoded = encode_examples(m.tokenizer, examples.examples, o.model.compute.max_seq_len);
+  auto encoded = encode_examples(*m.tokenizer, examples.examples, o.model.compute.max_seq_len);
   report_truncation(examples.path, encoded, o.model.compute.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.compute.batch_size, 8,

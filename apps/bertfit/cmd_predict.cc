@@ -97,7 +97,7 @@ void run(const PredictOptions& o) {
   if (table.skipped_rows > 0)
     log_warn(o.input, ": skipped ", table.skipped_rows, " malformed rows");
   const ComputeOptions& c = o.model.compute;
-  auto encoded = encode_examples(m.tokenizer, examples, c.max_seq_len);
+  auto encoded = encode_examples(*m.tokenizer, examples, c.max_seq_len);
   report_truncation(o.input, encoded, c.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   const int K = state.config.num_labels;

@@ -159,7 +159,8 @@ void run(const ServeOptions& o) {
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   ModelState state = load_model(folder);
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(folder);
+  const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
+  const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);
   if (o.max_batch_tokens < state.config.max_tokens()) {
     throw_error("--max-batch-tokens ", o.max_batch_tokens, " must hold one input of the ",

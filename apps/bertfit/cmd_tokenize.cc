@@ -1,5 +1,5 @@
-// `bertfit tokenize`: encodes one column (or a pair of columns) of a TSV/CSV/JSONL file with a
-// WordPiece tokenizer and prints one JSON line per row:
+// `bertfit tokenize`: encodes one column (or a pair of columns) of a TSV/CSV/JSONL file with the
+// model's tokenizer (WordPiece, byte-level BPE or SentencePiece) and prints one JSON line per row:
 //   {"input_ids":[...],"token_type_ids":[...],"attention_mask":[...]}
 // without padding, truncated to --max-seq-len. Useful to compare against HF tokenizers.
 #include <CLI/CLI.hpp>
@@ -30,16 +30,16 @@ struct TokenizeOptions {
   int max_seq_len = 512;
 };
 
-WordPieceTokenizer load_tokenizer(const TokenizeOptions& o) {
+std::unique_ptr<Tokenizer> load_tokenizer(const TokenizeOptions& o) {
   int given = !o.model_dir.empty() + !o.vocab_file.empty() + !o.tokenizer_file.empty();
   if (given != 1) {
     throw_error("tokenize: give exactly one of --model, --vocab and --tokenizer (got ", given, ")");
   }
   if (!o.model_dir.empty()) {
-    return WordPieceTokenizer::from_model_dir(resolve_model_flag(o.model_dir, o.revision));
+    return bertfit::load_tokenizer(resolve_model_flag(o.model_dir, o.revision));
   }
-  if (!o.vocab_file.empty()) return WordPieceTokenizer::from_vocab_file(o.vocab_file);
-  return WordPieceTokenizer::from_tokenizer_json(o.tokenizer_file);
+  if (!o.vocab_file.empty()) return load_tokenizer_file(o.vocab_file);
+  return load_tokenizer_file(o.tokenizer_file);
 }
 
 void append_ids(std::string& out, const char* key, const std::vector<std::int32_t>& ids) {
@@ -67,7 +67,11 @@ void run_tokenize(const TokenizeOptions& o) {
     throw_error("--max-seq-len must be at least ", min_len, " (room for [CLS] and [SEP]",
                 pair ? " and the second [SEP] of a pair" : "", "), got ", o.max_seq_len);
   }
-  WordPieceTokenizer tokenizer = load_tokenizer(o);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(o);
+  if (o.max_seq_len < tokenizer->num_special_tokens(pair)) {
+    throw_error("--max-seq-len must be at least ", tokenizer->num_special_tokens(pair),
+                " for a pair with this tokenizer (<s> a </s></s> b </s>), got ", o.max_seq_len);
+  }
 
   std::vector<std::string> columns = {d.text_a_column};
   if (pair) columns.push_back(d.text_b_column);
@@ -88,7 +92,7 @@ void run_tokenize(const TokenizeOptions& o) {
     if (pair) examples[i].text_b = std::move(table.rows[i][1]);
     examples[i].line = table.lines[i];
   }
-  std::vector<EncodedExample> encoded = encode_examples(tokenizer, examples, o.max_seq_len);
+  std::vector<EncodedExample> encoded = encode_examples(*tokenizer, examples, o.max_seq_len);
 
   std::string out;
   for (const EncodedExample& e : encoded) {
@@ -118,14 +122,19 @@ void add_tokenize_command(CLI::App& app) {
       "per row: {\"input_ids\":[...],\"token_type_ids\":[...],\"attention_mask\":[...]} "
       "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len). The "
       "tokenizer comes from exactly one of --model (its vocab.txt, with do_lower_case from "
-      "tokenizer_config.json, or else its tokenizer.json), --vocab and --tokenizer.");
+      "tokenizer_config.json; vocab.json + merges.txt; sentencepiece.bpe.model; or else its "
+      "tokenizer.json), --vocab and --tokenizer. RoBERTa-style tokenizers frame texts as <s> a "
+      "</s> (</s> b </s>).");
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             {{"--vocab",
               "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "
               "bert-base-uncased)",
               &o->vocab_file},
-             {"--tokenizer", "Hugging Face tokenizers tokenizer.json with a WordPiece model",
+             {"--tokenizer",
+              "Hugging Face tokenizers tokenizer.json (WordPiece; BPE with a ByteLevel "
+              "pre-tokenizer; Unigram or BPE with Metaspace, as converted from SentencePiece) or a "
+              "SentencePiece .model (XLM-R ids)",
               &o->tokenizer_file},
              {"--input",
               "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "

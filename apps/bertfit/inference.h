@@ -27,7 +27,7 @@ void add_inference_flags(CLI::App& cmd, InferenceOptions& o);
 
 struct InferenceModel {
   ModelState state;
-  WordPieceTokenizer tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;
   Precision precision;  // what runs here (runnable_precision)
 };
 

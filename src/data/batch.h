@@ -28,7 +28,7 @@ Truncation count_truncation(const std::vector<EncodedExample>& encoded);
 
 // Encodes every example with tokenizer.encode(text_a, text_b, max_len) (truncation
 // longest_first), in parallel. Errors name the example's line.
-std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
+std::vector<EncodedExample> encode_examples(const Tokenizer& tokenizer,
                                             const std::vector<Example>& examples, int max_len);
 
 struct Batch {

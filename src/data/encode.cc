@@ -10,7 +10,7 @@
 
 namespace bertfit {
 
-std::vector<EncodedExample> encode_examples(const WordPieceTokenizer& tokenizer,
+std::vector<EncodedExample> encode_examples(const Tokenizer& tokenizer,
                                             const std::vector<Example>& examples, int max_len) {
   if (max_len < 2) throw_error("maximum sequence length must be at least 2, got ", max_len);
   std::vector<EncodedExample> out(examples.size());

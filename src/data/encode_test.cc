@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/parallel.h"
 #include "data/batch.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "tokenizer/kind.h"
 
 namespace bertfit {
 
@@ -40,11 +41,6 @@ struct ConfigKeyNames {
 // family, the count of non-padding tokens up to it plus pad_token_id (real tokens start at
 // pad_token_id + 1; padding takes pad_token_id, whose embedding row is the padding row).
 enum class PositionIds { kIndex, kAfterPadding };
-
-// The tokenizer a family's checkpoints ship: WordPiece (vocab.txt, which bertfit can write
-// from a vocabulary alone) or files of their own (byte-level BPE's vocab.json + merges.txt,
-// SentencePiece's model), which a saved model carries unchanged.
-enum class TokenizerKind { kWordPiece, kByteLevelBpe, kSentencePiece };
 
 // Tensor names: "<prefix><module>.weight" / ".bias".
 struct EmbeddingNames {
@@ -70,6 +66,9 @@ struct ModelFamily {
   const char* model_type;       // config.json's "model_type"
   const char* model_class;      // transformers' class for sequence classification
   const char* tokenizer_class;  // what tokenizer_config.json names
+  // The tokenizer its checkpoints ship: WordPiece (vocab.txt, which bertfit can write from a
+  // vocabulary alone) or files of their own (byte-level BPE's vocab.json + merges.txt,
+  // SentencePiece's model), which a saved model carries unchanged.
   TokenizerKind tokenizer;
   const char* base_prefix;  // the base model's module in checkpoints: "bert."
   ConfigKeyNames keys;

@@ -151,12 +151,12 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
   return r;
 }
 
-Encoding encode_input(const WordPieceTokenizer& tokenizer, const TextInput& input, bool truncate,
+Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
                       TruncationDirection direction, int max_len) {
   std::vector<std::int32_t> a = tokenizer.tokenize_ids(input.a);
   std::optional<std::vector<std::int32_t>> b;
   if (input.b) b = tokenizer.tokenize_ids(*input.b);
-  const std::size_t specials = b ? 3 : 2;
+  const auto specials = static_cast<std::size_t>(tokenizer.num_special_tokens(b.has_value()));
   const std::size_t total = a.size() + (b ? b->size() : 0) + specials;
   if (total > static_cast<std::size_t>(max_len)) {
     if (!truncate) {

@@ -82,7 +82,7 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
 // Longer inputs are cut with Hugging Face's longest_first rule (one token at a time from the
 // longer text, from b on ties) at the end of each text (kRight, what `bertfit predict` does) or at
 // its start (kLeft) when truncate is set, and refused otherwise (ApiError 422).
-Encoding encode_input(const WordPieceTokenizer& tokenizer, const TextInput& input, bool truncate,
+Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
                       TruncationDirection direction, int max_len);
 
 }  // namespace bertfit::serve

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/wordpiece.h"
+
 namespace bertfit::serve {
 namespace {
 

@@ -65,7 +65,7 @@ HttpResponse error_response(int status, const std::string& type, const std::stri
   return r;
 }
 
-Service::Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer, Batcher& batcher,
+Service::Service(const ModelConfig& config, const Tokenizer& tokenizer, Batcher& batcher,
                  Metrics& metrics, ServiceOptions options, ServeInfo info)
     : config_(config),
       tokenizer_(tokenizer),
@@ -251,9 +251,13 @@ HttpResponse Service::tokenize(const HttpRequest& req) {
   const std::int64_t cap = options_.limits.max_batch_tokens;
   const std::int64_t specials = request.add_special_tokens ? 2 : 0;
   std::vector<std::vector<std::int32_t>> all;
+  std::vector<std::vector<TokenOffset>> spans;  // character offsets of each token
   std::int64_t total = 0;
   for (const std::string& text : request.inputs) {
-    all.push_back(tokenizer_.tokenize_ids(text));
+    all.emplace_back();
+    std::vector<TokenOffset> bytes;
+    tokenizer_.tokenize_into(text, all.back(), &bytes);
+    spans.push_back(byte_to_char_offsets(text, bytes));
     total += static_cast<std::int64_t>(all.back().size()) + specials;
     if (total > cap) {
       throw ApiError(413, "validation",
@@ -263,22 +267,33 @@ HttpResponse Service::tokenize(const HttpRequest& req) {
     }
   }
   std::string out = "[";
-  auto add = [&](std::int32_t id, bool special, bool first) {
-    // start/stop: the tokenizer keeps no character offsets (null, as TEI sends for tokens
-    // without them).
+  // start/stop: the token's characters [start, stop) in its input (code points, as Hugging
+  // Face's fast tokenizers count them); null for the special tokens added around it.
+  auto add = [&](std::int32_t id, bool special, bool first, const TokenOffset* span) {
     out += first ? "{\"id\":" : ",{\"id\":";
     out += std::to_string(id);
     out += ",\"text\":";
     out += json(tokenizer_.token(id)).dump(-1, ' ', false, json::error_handler_t::replace);
     out += special ? ",\"special\":true" : ",\"special\":false";
-    out += ",\"start\":null,\"stop\":null}";
+    if (span == nullptr) {
+      out += ",\"start\":null,\"stop\":null}";
+    } else {
+      out += ",\"start\":" + std::to_string(span->begin) +
+             ",\"stop\":" + std::to_string(span->end) + "}";
+    }
   };
   for (std::size_t i = 0; i < all.size(); ++i) {
     out += i > 0 ? ",[" : "[";
     bool first = true;
-    if (request.add_special_tokens) add(tokenizer_.cls_id(), true, std::exchange(first, false));
-    for (std::int32_t id : all[i]) add(id, false, std::exchange(first, false));
-    if (request.add_special_tokens) add(tokenizer_.sep_id(), true, std::exchange(first, false));
+    if (request.add_special_tokens) {
+      add(tokenizer_.cls_id(), true, std::exchange(first, false), nullptr);
+    }
+    for (std::size_t t = 0; t < all[i].size(); ++t) {
+      add(all[i][t], false, std::exchange(first, false), &spans[i][t]);
+    }
+    if (request.add_special_tokens) {
+      add(tokenizer_.sep_id(), true, std::exchange(first, false), nullptr);
+    }
     out += ']';
   }
   out += ']';

@@ -73,8 +73,8 @@ struct ServeInfo {
 
 class Service {
  public:
-  Service(const ModelConfig& config, const WordPieceTokenizer& tokenizer, Batcher& batcher,
-          Metrics& metrics, ServiceOptions options, ServeInfo info);
+  Service(const ModelConfig& config, const Tokenizer& tokenizer, Batcher& batcher, Metrics& metrics,
+          ServiceOptions options, ServeInfo info);
 
   // Where completions are formatted and answered (default: inline, on the compute worker).
   void set_post(Post post) { post_ = std::move(post); }
@@ -96,7 +96,7 @@ class Service {
   void append_predictions(std::string& out, const float* logits, bool raw_scores) const;
 
   const ModelConfig& config_;
-  const WordPieceTokenizer& tokenizer_;
+  const Tokenizer& tokenizer_;
   Batcher& batcher_;
   Metrics& metrics_;
   ServiceOptions options_;

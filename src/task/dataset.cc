@@ -432,7 +432,7 @@ void report_truncation(const std::string& source, const std::vector<EncodedExamp
            max_seq_len, " tokens and were truncated (", t.tokens, " tokens cut)");
 }
 
-void check_tokenizer_fits(const WordPieceTokenizer& tokenizer, const ModelConfig& config,
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config,
                           const std::string& model_dir) {
   if (tokenizer.vocab_size() > config.vocab_size) {
     throw_error(model_dir, ": the vocabulary has ", tokenizer.vocab_size(),

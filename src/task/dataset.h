@@ -84,7 +84,7 @@ void report_truncation(const std::string& source, const std::vector<EncodedExamp
 
 // Error naming the model folder when the tokenizer's vocabulary has ids beyond the model's
 // word-embedding table (vocab.txt and config.json's vocab_size disagree).
-void check_tokenizer_fits(const WordPieceTokenizer& tokenizer, const ModelConfig& config,
+void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config,
                           const std::string& model_dir);
 
 }  // namespace bertfit

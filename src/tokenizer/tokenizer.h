@@ -1,99 +1,144 @@
-// BERT WordPiece tokenizer with Hugging Face BertTokenizer semantics: BasicTokenizer (clean
-// text, CJK split, lowercase + strip accents for uncased, whitespace and punctuation split)
-// then greedy longest-match WordPiece with "##" continuations; single and pair encoding with
-// [CLS]/[SEP], token type ids, attention mask and longest_first truncation.
+// The tokenizer interface every caller (data, task, serve, the CLI) uses: ids and byte offsets of
+// a text, single and pair encoding with the family's template and longest_first truncation, the
+// special ids and the largest id. Implementations: WordPiece (wordpiece.h), byte-level BPE
+// (bpe.h) and SentencePiece (sentencepiece.h); load_tokenizer picks one from a model folder.
 //
-// Text handling, matching transformers 4.28's slow BertTokenizer:
-// - The special tokens [CLS] [SEP] [PAD] [UNK] [MASK] written literally in the text are kept
-//   whole (case-sensitive, as HF's added-token trie does); "[cls]" is split as punctuation.
-// - Invalid UTF-8 never throws: each byte that does not start a valid sequence (stray
-//   continuation bytes, bad lead bytes, truncated sequences, overlong forms, surrogates, code
-//   points above U+10FFFF) is read as U+FFFD, which cleaning drops like HF drops U+FFFD. The
-//   bytes therefore vanish without splitting the word around them.
-// - Character categories, case mapping and NFD come from utf8proc (its Unicode version may be
-//   newer than the Python that made the golden files: code points unassigned in one and
-//   assigned in the other can differ).
-// - Thread-safe: const methods may be called concurrently (scratch buffers are per thread).
+// Offsets are BYTE offsets [begin, end) into the UTF-8 text the caller passed (Hugging Face's
+// fast tokenizers give character offsets; byte_to_char_offsets converts). Special tokens of a
+// template get {0, 0}, as in transformers. A tokenizer is called once per text (one virtual
+// call); the per-token loops are inside the implementation.
+//
+// Thread-safe: const methods may be called concurrently.
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/vocab_index.h"
+#include "tokenizer/kind.h"
 
 namespace bertfit {
+
+struct TokenOffset {
+  std::uint32_t begin = 0, end = 0;  // bytes [begin, end) of the text the token came from
+  bool operator==(const TokenOffset&) const = default;
+};
 
 struct Encoding {
   std::vector<std::int32_t> input_ids;
   std::vector<std::int32_t> token_type_ids;
   std::vector<std::int32_t> attention_mask;  // all ones (no padding is added here)
-  std::int64_t truncated_tokens = 0;         // tokens of a and b cut to fit max_len
+  // With encode(..., with_offsets = true): each token's bytes in its own text (a or b); {0, 0}
+  // for the template's special tokens. Empty otherwise.
+  std::vector<TokenOffset> offsets;
+  std::int64_t truncated_tokens = 0;  // tokens of a and b cut to fit max_len
 };
 
-class WordPieceTokenizer {
- public:
-  // vocab.txt: one token per line, id = line number. lowercase: do_lower_case (and strip
-  // accents), as bert-base-uncased.
-  static WordPieceTokenizer from_vocab_file(const std::string& path, bool lowercase = true);
-  // HF tokenizers' tokenizer.json with a WordPiece model (the older format without
-  // model.type is accepted); lowercase/strip_accents from its BertNormalizer.
-  static WordPieceTokenizer from_tokenizer_json(const std::string& path);
-  // A model folder: vocab.txt if present (do_lower_case from tokenizer_config.json, default
-  // true), else tokenizer.json. Throws Error naming the folder if neither exists.
-  static WordPieceTokenizer from_model_dir(const std::string& dir);
+const char* tokenizer_kind_name(TokenizerKind kind);
 
-  // Ids of text without special tokens and without truncation.
+// How special tokens frame one or two texts.
+//   kBert:    [CLS] A [SEP] (B [SEP]); token types 0 for [CLS] A [SEP], 1 for B [SEP].
+//   kRoberta: <s> A </s> (</s> B </s>); token types all 0 (RoBERTa, XLM-R, CamemBERT).
+enum class PairTemplate { kBert, kRoberta };
+
+struct SpecialIds {
+  std::int32_t cls = -1;  // [CLS] or <s> (bos)
+  std::int32_t sep = -1;  // [SEP] or </s> (eos)
+  std::int32_t pad = -1, unk = -1, mask = -1;
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Appends the ids of text (no template specials, no truncation) to ids and, when offsets is
+  // not null, one offset per id. Special tokens written literally in the text are matched as
+  // the family's slow transformers tokenizer does.
+  virtual void tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
+                             std::vector<TokenOffset>* offsets) const = 0;
+  // Appends the ids of one word of a pre-split text, as transformers tokenizes each word with
+  // is_split_into_words=True (byte-level BPE: with a prefix space). Default: tokenize_into.
+  virtual void tokenize_word_into(std::string_view word, std::vector<std::int32_t>& ids) const;
+  // The vocabulary's string for id (as convert_ids_to_tokens gives it).
+  virtual std::string token(std::int32_t id) const = 0;
+
   std::vector<std::int32_t> tokenize_ids(std::string_view text) const;
 
-  // [CLS] a [SEP] (b [SEP]) truncated to max_len total tokens with HF's longest_first
-  // strategy (remove one token at a time from the longer sequence, from b on ties). Throws
-  // Error if max_len cannot hold the special tokens (2 for a single text, 3 for a pair). A
-  // single text is truncated down to nothing if need be (max_len 2 gives [CLS] [SEP]), where
-  // HF would log an error and return it untruncated.
-  Encoding encode(std::string_view a, std::optional<std::string_view> b, int max_len) const;
+  // The template around a (and b) truncated to max_len total tokens with HF's longest_first
+  // strategy (one token at a time from the longer sequence, from b on ties). Throws Error if
+  // max_len cannot hold the template's special tokens. A single text is truncated down to
+  // nothing if need be, where HF would log an error and return it untruncated.
+  Encoding encode(std::string_view a, std::optional<std::string_view> b, int max_len,
+                  bool with_offsets = false) const;
   // The same from already tokenized ids (a, b without special tokens).
   Encoding encode_ids(std::vector<std::int32_t> a, std::optional<std::vector<std::int32_t>> b,
                       int max_len) const;
+  // Number of special tokens the template adds: 2 for a single text; 3 (BERT) or 4 (RoBERTa)
+  // for a pair.
+  int num_special_tokens(bool pair) const;
 
-  int vocab_size() const { return static_cast<int>(vocab_.size()); }
-  std::int32_t cls_id() const { return cls_id_; }
-  std::int32_t sep_id() const { return sep_id_; }
-  std::int32_t pad_id() const { return pad_id_; }
-  std::int32_t unk_id() const { return unk_id_; }
-  const std::string& token(std::int32_t id) const { return vocab_.at(id); }
-  bool lowercase() const { return lowercase_; }
+  TokenizerKind kind() const { return kind_; }
+  PairTemplate pair_template() const { return template_; }
+  const SpecialIds& special_ids() const { return special_; }
+  std::int32_t cls_id() const { return special_.cls; }
+  std::int32_t sep_id() const { return special_.sep; }
+  std::int32_t pad_id() const { return special_.pad; }
+  std::int32_t unk_id() const { return special_.unk; }
+  std::int32_t mask_id() const { return special_.mask; }
+  // The largest id the tokenizer can produce; a model needs vocab_size > max_id().
+  std::int32_t max_id() const { return max_id_; }
+  // Number of ids (max_id() + 1): what a model's vocab_size must at least be.
+  int vocab_size() const { return max_id_ + 1; }
+  // The files the tokenizer was read from (a saved model copies them unchanged).
+  const std::vector<std::string>& source_files() const { return source_files_; }
+
+ protected:
+  Tokenizer(TokenizerKind kind, PairTemplate pair_template)
+      : kind_(kind), template_(pair_template) {}
+  Tokenizer(const Tokenizer&) = default;
+  Tokenizer(Tokenizer&&) = default;
+  Tokenizer& operator=(const Tokenizer&) = default;
+  Tokenizer& operator=(Tokenizer&&) = default;
+
+  TokenizerKind kind_;
+  PairTemplate template_;
+  SpecialIds special_;
+  std::int32_t max_id_ = -1;
+  std::vector<std::string> source_files_;
 
  private:
-  struct Options {
-    bool lowercase = true;
-    bool strip_accents = true;
-    int max_input_chars_per_word = 100;
-    std::string unk_token = "[UNK]";
-    std::string continuation_prefix = "##";
-  };
-  // Indexes vocab (id -> token), resolves the special tokens; errors name source (the file).
-  static WordPieceTokenizer build(std::vector<std::string> vocab, const Options& options,
-                                  const std::string& source);
-  // Appends the ids of text to out (special tokens in the text kept whole).
-  void tokenize_into(std::string_view text, std::vector<std::int32_t>& out) const;
-  // The same for text free of literal special tokens.
-  void tokenize_chunk(std::string_view text, std::vector<std::int32_t>& out) const;
-  // Appends the ids of one word that is already normalized and free of whitespace and
-  // punctuation (cps: its length in code points); a single [UNK] if it cannot be matched.
-  void wordpiece(std::string_view word, std::size_t cps, std::vector<std::int32_t>& out) const;
-  void finish_word(std::string& word, bool ascii, std::vector<std::int32_t>& out) const;
-
-  std::vector<std::string> vocab_;
-  tokenizer_detail::VocabIndex index_;
-  bool lowercase_ = true;
-  bool strip_accents_ = true;
-  int max_input_chars_per_word_ = 100;
-  std::int32_t cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, unk_id_ = -1, mask_id_ = -1;
-  std::array<std::int32_t, 128> ascii_punct_id_{};  // id of each ASCII punctuation word
+  Encoding assemble(std::vector<std::int32_t> a, std::vector<TokenOffset>* a_offsets,
+                    std::optional<std::vector<std::int32_t>> b, std::vector<TokenOffset>* b_offsets,
+                    int max_len) const;
 };
+
+// Loads the tokenizer of a model folder, chosen by the files present and tokenizer_config.json
+// (tokenizer_class) or config.json (model_type):
+//   vocab.txt -> WordPiece; vocab.json + merges.txt -> byte-level BPE;
+//   sentencepiece.bpe.model -> SentencePiece (XLM-R's ids, or CamemBERT's for CamembertTokenizer
+//   / model_type camembert); else tokenizer.json by model.type (WordPiece; BPE with ByteLevel;
+//   Unigram or BPE with Metaspace and Precompiled -> SentencePiece with tokenizer.json's ids).
+// Throws Error naming the folder and the files it looked for, or the file and key at fault.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
+// A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json, or a
+// sentencepiece .model (XLM-R ids).
+std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path);
+
+// The tokenizer files of model_dir that a saved model carries so that transformers'
+// AutoTokenizer loads it: every one of vocab.txt, vocab.json, merges.txt, tokenizer.json,
+// sentencepiece.bpe.model, tokenizer_config.json, special_tokens_map.json, added_tokens.json
+// present. copy_tokenizer_files copies them unchanged into dest_dir (created if missing) and
+// returns the names copied; throws Error naming the file on failure.
+std::vector<std::string> tokenizer_file_names(const std::string& model_dir);
+std::vector<std::string> copy_tokenizer_files(const std::string& model_dir,
+                                              const std::string& dest_dir);
+
+// Byte offsets into text -> offsets in Unicode code points (what HF's fast tokenizers report);
+// an invalid UTF-8 byte counts as one code point.
+std::vector<TokenOffset> byte_to_char_offsets(std::string_view text,
+                                              const std::vector<TokenOffset>& offsets);
 
 }  // namespace bertfit

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {

@@ -2,14 +2,13 @@
 // characters, invalid UTF-8, literal special tokens), greedy matching, pair encoding and
 // truncation, and loader errors. Expected tokens come from transformers 4.28's BertTokenizer
 // with bert-base-uncased.
-#include "tokenizer/tokenizer.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {
@@ -253,6 +252,20 @@ TEST(Tokenizer, FromModelDir) {
   const std::string fast = make_dir("model_json", {{"tokenizer.json", json}});
   const auto tok = WordPieceTokenizer::from_model_dir(fast);
   EXPECT_EQ(tok.tokenize_ids("Héllo, [SEP]"), (Ids{7592, 1010, 102}));
+}
+
+TEST(Tokenizer, WordPieceOffsets) {
+  const std::string text = "Hello, unaffable\tHéllo [SEP]x";
+  Ids ids;
+  std::vector<TokenOffset> offsets;
+  uncased().tokenize_into(text, ids, &offsets);
+  EXPECT_EQ(ids, uncased().tokenize_ids(text));
+  // hello , una ##ffa ##ble hello(non-ASCII word: the whole word) [SEP] x
+  EXPECT_EQ(offsets,
+            (std::vector<TokenOffset>{
+                {0, 5}, {5, 6}, {7, 10}, {10, 13}, {13, 16}, {17, 23}, {24, 29}, {29, 30}}));
+  const Encoding e = uncased().encode("Hi", std::string_view("there"), 16, true);
+  EXPECT_EQ(e.offsets, (std::vector<TokenOffset>{{0, 0}, {0, 2}, {0, 0}, {0, 5}, {0, 0}}));
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   }
   const std::optional<int> head_outputs = checkpoint_head_outputs(source);
   const ModelConfig config = load_model_config(config_path);
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_model_dir(model);
-  check_tokenizer_fits(tokenizer, config, model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
+  check_tokenizer_fits(*tokenizer, config, model);
   const int max_seq_len = o.compute.max_seq_len;
   if (max_seq_len > config.max_tokens()) {
     throw_error("--max-seq-len ", max_seq_len, " exceeds the ", config.max_tokens(),
@@ -54,11 +54,11 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   RunData data{task,
                train_data.config,
                train_data.new_head,
-               encode_examples(tokenizer, train.examples, max_seq_len),
+               encode_examples(*tokenizer, train.examples, max_seq_len),
                {}};
   report_truncation(train.path, data.train, max_seq_len);
   for (auto& [split, loaded] : dev_sets) {
-    data.dev.emplace_back(split, encode_examples(tokenizer, loaded.examples, max_seq_len));
+    data.dev.emplace_back(split, encode_examples(*tokenizer, loaded.examples, max_seq_len));
     report_truncation(loaded.path, data.dev.back().second, max_seq_len);
   }
   return data;

@@ -369,9 +369,19 @@ TEST(ServeCli, HealthInfoTokenizeMetrics) {
   EXPECT_TRUE(tokens[0][0]["special"].get<bool>());
   EXPECT_FALSE(tokens[0][1]["special"].get<bool>());
   EXPECT_EQ(tokens[0][1]["id"], 7592);  // bert-base-uncased's "hello"
+  // Character offsets of each token in its input; null for [CLS] and [SEP].
+  std::vector<json> starts, stops;
+  for (const json& t : tokens[0]) {
+    starts.push_back(t["start"]);
+    stops.push_back(t["stop"]);
+  }
+  EXPECT_EQ(starts, (std::vector<json>{nullptr, 0, 5, 7, 12, nullptr}));
+  EXPECT_EQ(stops, (std::vector<json>{nullptr, 5, 6, 12, 13, nullptr}));
   r = client.post("/tokenize", R"({"inputs": "unaffable", "add_special_tokens": false})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(parse(r.body)[0][0]["text"], "una");
+  EXPECT_EQ(parse(r.body)[0][1]["start"], 3);  // "##ffa"
+  EXPECT_EQ(parse(r.body)[0][1]["stop"], 6);
 
   r = client.get("/metrics");
   ASSERT_EQ(r.status, 200);

@@ -1,4 +1,5 @@
-// `bertfit tokenize` end to end: output equal to the tokenizer's ids for real MRPC rows, and
+// `bertfit tokenize` end to end: output equal to the tokenizer's ids for real MRPC rows (WordPiece,
+// byte-level BPE from vocab.json + merges.txt or tokenizer.json, SentencePiece), and
 // bad input (missing file, empty file, invalid UTF-8, a row with too few columns, an unknown
 // column name) gives a one-line error and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
@@ -24,6 +25,40 @@ TEST(TokenizeCli, EncodesPairsAsTheGoldenIds) {
   auto got = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
   EXPECT_EQ(got["input_ids"], want["input_ids"]);
   EXPECT_EQ(got["token_type_ids"], want["token_type_ids"]);
+}
+
+// Every MRPC dev pair through `tokenize --model DIR` (or --tokenizer FILE) equals the golden
+// RobertaTokenizer / XLMRobertaTokenizer ids of ../shared/golden/tokenizer-families.
+void expect_family_golden(const std::string& source, const std::string& golden_file) {
+  RunResult r = run_bertfit("tokenize " + source + " --input " + shared_dir() +
+                            "/data/glue/MRPC/dev.tsv --text-a-column 3 --text-b-column 4"
+                            " --max-seq-len 128");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string golden = read_text(shared_dir() + "/golden/tokenizer-families/" + golden_file);
+  std::size_t g = 0, o = 0;
+  int rows = 0;
+  while (g < golden.size() && o < r.out.size()) {
+    const std::size_t ge = golden.find('\n', g), oe = r.out.find('\n', o);
+    const auto want = nlohmann::json::parse(golden.substr(g, ge - g));
+    const auto got = nlohmann::json::parse(r.out.substr(o, oe - o));
+    EXPECT_EQ(got["input_ids"], want["input_ids"]) << source << " row " << rows;
+    EXPECT_EQ(got["token_type_ids"], nlohmann::json(std::vector<int>(want["input_ids"].size(), 0)));
+    g = ge + 1;
+    o = oe + 1;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 408) << source;
+}
+
+TEST(TokenizeCli, RobertaAndXlmRobertaTokenizersMatchTheGoldenIds) {
+  // Folders holding only tokenizer files (no config.json, no weights).
+  expect_family_golden("--model " + shared_dir() + "/data/roberta-bpe",
+                       "roberta-bpe-MRPC-dev.jsonl");
+  expect_family_golden("--tokenizer " + shared_dir() + "/data/roberta-bpe/tokenizer.json",
+                       "roberta-bpe-MRPC-dev.jsonl");
+  expect_family_golden("--model " + shared_dir() + "/data/spm", "spm-MRPC-dev.jsonl");
+  expect_family_golden("--tokenizer " + shared_dir() + "/data/spm/sentencepiece.bpe.model",
+                       "spm-MRPC-dev.jsonl");
 }
 
 void expect_clean_failure(const std::string& args, const std::string& needle) {
@@ -52,6 +87,18 @@ TEST(TokenizeCli, BadInputFailsCleanly) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
   EXPECT_NE(r.err.find("skipped 2"), std::string::npos) << r.err;
+}
+
+TEST(TokenizeCli, RobertaPairsNeedFourSpecialTokens) {
+  TempDir tmp;
+  write_text(tmp / "pairs.tsv", "a\tb\nhello\tworld\n");
+  expect_clean_failure("tokenize --model " + shared_dir() + "/data/roberta-bpe --input " +
+                           (tmp / "pairs.tsv") +
+                           " --text-a-column a --text-b-column b --max-seq-len 3",
+                       "--max-seq-len must be at least 4");
+  expect_clean_failure(
+      "tokenize --model " + tmp.path() + " --input " + (tmp / "pairs.tsv") + " --text-a-column a",
+      "has no tokenizer files");
 }
 
 }  // namespace

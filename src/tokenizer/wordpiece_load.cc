@@ -6,27 +6,16 @@
 
 #include "base/error.h"
 #include "base/file.h"
-#include "tokenizer/normalizer.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/load_util.h"
+#include "tokenizer/wordpiece.h"
 
 namespace bertfit {
 namespace {
 
 using Json = nlohmann::json;
-
-bool valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  while (p < end) {
-    if (*p < 0x80) {
-      ++p;
-      continue;
-    }
-    const auto* before = p;
-    if (tokenizer_detail::decode_utf8(p, end) == 0xFFFD && p == before + 1) return false;
-  }
-  return true;
-}
+using tokenizer_detail::optional_bool;
+using tokenizer_detail::parse_json_file;
+using tokenizer_detail::valid_utf8;
 
 // Lines as Python's text-mode readlines() + rstrip("\n") gives them: "\n", "\r\n" and "\r"
 // all end a line; a last line without a line break counts, an empty tail does not.
@@ -48,22 +37,6 @@ std::vector<std::string> read_vocab_lines(const std::string& path) {
   return lines;
 }
 
-Json parse_json_file(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception& e) {
-    throw_error(path, ": invalid JSON: ", e.what());
-  }
-}
-
-// An optional boolean field; null counts as absent.
-std::optional<bool> optional_bool(const Json& obj, const char* key, const std::string& path) {
-  if (!obj.contains(key) || obj[key].is_null()) return std::nullopt;
-  if (!obj[key].is_boolean()) throw_error(path, ": \"", key, "\" must be true, false or null");
-  return obj[key].get<bool>();
-}
-
 }  // namespace
 
 WordPieceTokenizer WordPieceTokenizer::build(std::vector<std::string> vocab, const Options& options,
@@ -82,17 +55,19 @@ WordPieceTokenizer WordPieceTokenizer::build(std::vector<std::string> vocab, con
     if (id < 0) throw_error(source, ": the vocabulary has no ", name, " token");
     return id;
   };
-  t.cls_id_ = require("[CLS]");
-  t.sep_id_ = require("[SEP]");
-  t.pad_id_ = require("[PAD]");
-  t.unk_id_ = require(options.unk_token);
+  t.special_.cls = require("[CLS]");
+  t.special_.sep = require("[SEP]");
+  t.special_.pad = require("[PAD]");
+  t.special_.unk = require(options.unk_token);
   // HF converts a special token missing from the vocabulary to the unknown id.
   const std::int32_t mask = t.index_.find("[MASK]", false);
-  t.mask_id_ = mask >= 0 ? mask : t.unk_id_;
+  t.special_.mask = mask >= 0 ? mask : t.special_.unk;
+  t.max_id_ = static_cast<std::int32_t>(t.vocab_.size()) - 1;
+  t.source_files_ = {source};
   for (int c = 0; c < 128; ++c) {
     const char ch = static_cast<char>(c);
     const std::int32_t id = t.index_.find(&ch, 1, false);
-    t.ascii_punct_id_[c] = id >= 0 && t.max_input_chars_per_word_ >= 1 ? id : t.unk_id_;
+    t.ascii_punct_id_[c] = id >= 0 && t.max_input_chars_per_word_ >= 1 ? id : t.special_.unk;
   }
   return t;
 }

@@ -1,8 +1,8 @@
-// WordPiece tokenization and pair encoding: one pass over the raw text that cleans, splits at
+// WordPiece tokenization: one pass over the raw text that cleans, splits at
 // whitespace, punctuation, CJK ideographs and literal special tokens, lowercases ASCII through a
 // table, and sends each word through the greedy longest-match WordPiece lookup. Words with
 // non-ASCII code points take the Unicode path in normalizer.cc.
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece.h"
 
 #include <algorithm>
 #include <utility>
@@ -40,18 +40,22 @@ Scratch& scratch() {
 
 }  // namespace
 
-std::vector<std::int32_t> WordPieceTokenizer::tokenize_ids(std::string_view text) const {
-  std::vector<std::int32_t> out;
-  out.reserve(text.size() / 4 + 4);
-  tokenize_into(text, out);
-  return out;
-}
-
-void WordPieceTokenizer::tokenize_into(std::string_view text,
-                                       std::vector<std::int32_t>& out) const {
+void WordPieceTokenizer::tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
+                                       std::vector<TokenOffset>* offsets) const {
   // Leftmost literal special tokens split the text; none is a prefix of another.
-  const std::pair<std::string_view, std::int32_t> specials[] = {
-      {kCls, cls_id_}, {kSep, sep_id_}, {kPad, pad_id_}, {kUnk, unk_id_}, {kMask, mask_id_}};
+  const std::pair<std::string_view, std::int32_t> specials[] = {{kCls, special_.cls},
+                                                                {kSep, special_.sep},
+                                                                {kPad, special_.pad},
+                                                                {kUnk, special_.unk},
+                                                                {kMask, special_.mask}};
+  Sink out{ids, offsets, 0};
+  auto chunk = [&](std::string_view part) {
+    if (offsets != nullptr) {
+      tokenize_chunk<true>(part, out);
+    } else {
+      tokenize_chunk<false>(part, out);
+    }
+  };
   std::size_t pos = 0;
   for (std::size_t i = text.find('['); i != std::string_view::npos; i = text.find('[', i)) {
     const std::string_view rest = text.substr(i);
@@ -63,22 +67,31 @@ void WordPieceTokenizer::tokenize_into(std::string_view text,
       ++i;
       continue;
     }
-    tokenize_chunk(text.substr(pos, i - pos), out);
-    out.push_back(hit->second);
+    out.base = static_cast<std::uint32_t>(pos);
+    chunk(text.substr(pos, i - pos));
+    ids.push_back(hit->second);
+    if (offsets != nullptr) {
+      offsets->push_back(
+          {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i + hit->first.size())});
+    }
     i += hit->first.size();
     pos = i;
   }
-  tokenize_chunk(text.substr(pos), out);
+  out.base = static_cast<std::uint32_t>(pos);
+  chunk(text.substr(pos));
 }
 
-void WordPieceTokenizer::tokenize_chunk(std::string_view text,
-                                        std::vector<std::int32_t>& out) const {
+template <bool kOffsets>
+void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const {
   Scratch& s = scratch();
   std::string& word = s.word;
   word.clear();
   bool ascii = true;  // word holds only ASCII: no Unicode normalization needed
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* const start = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* p = start;
   const auto* const end = p + text.size();
+  std::uint32_t begin = 0, stop = 0;  // source bytes of word, relative to text
+  auto at = [&](const unsigned char* q) { return static_cast<std::uint32_t>(q - start); };
   while (p < end) {
     const unsigned char c = *p;
     if (c < 0x80) {
@@ -86,6 +99,10 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text,
         case AsciiClass::kWord: {
           const auto* q = p + 1;
           while (q < end && *q < 0x80 && kAsciiClass[*q] == AsciiClass::kWord) ++q;
+          if constexpr (kOffsets) {
+            if (word.empty()) begin = at(p);
+            stop = at(q);
+          }
           if (lowercase_) {
             for (; p < q; ++p) word.push_back(kAsciiLower[*p]);
           } else {
@@ -95,7 +112,7 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text,
           break;
         }
         case AsciiClass::kSpace:
-          finish_word(word, ascii, out);
+          finish_word<kOffsets>(word, ascii, out, begin, stop);
           ascii = true;
           ++p;
           break;
@@ -103,42 +120,51 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text,
           ++p;
           break;
         case AsciiClass::kPunct:
-          finish_word(word, ascii, out);
+          finish_word<kOffsets>(word, ascii, out, begin, stop);
           ascii = true;
-          out.push_back(ascii_punct_id_[c]);
+          out.ids.push_back(ascii_punct_id_[c]);
+          if constexpr (kOffsets) {
+            out.offsets->push_back({out.base + at(p), out.base + at(p) + 1});
+          }
           ++p;
           break;
       }
       continue;
     }
+    const auto* const cp_start = p;
     const char32_t cp = tokenizer_detail::decode_utf8(p, end);
     switch (tokenizer_detail::classify(cp)) {
       case CharKind::kWord:
+        if constexpr (kOffsets) {
+          if (word.empty()) begin = at(cp_start);
+          stop = at(p);
+        }
         tokenizer_detail::append_utf8(word, cp);
         ascii = false;
         break;
       case CharKind::kSpace:
-        finish_word(word, ascii, out);
+        finish_word<kOffsets>(word, ascii, out, begin, stop);
         ascii = true;
         break;
       case CharKind::kDrop:
         break;
       case CharKind::kCjk:
-        finish_word(word, ascii, out);
+        finish_word<kOffsets>(word, ascii, out, begin, stop);
         tokenizer_detail::append_utf8(word, cp);
-        finish_word(word, false, out);
+        finish_word<kOffsets>(word, false, out, at(cp_start), at(p));
         ascii = true;
         break;
     }
   }
-  finish_word(word, ascii, out);
+  finish_word<kOffsets>(word, ascii, out, begin, stop);
 }
 
-void WordPieceTokenizer::finish_word(std::string& word, bool ascii,
-                                     std::vector<std::int32_t>& out) const {
+template <bool kOffsets>
+void WordPieceTokenizer::finish_word(std::string& word, bool ascii, Sink& out, std::uint32_t begin,
+                                     std::uint32_t end) const {
   if (word.empty()) return;
   if (ascii) {
-    wordpiece(word, word.size(), out);
+    wordpiece<kOffsets>(word, word.size(), out, word.size() == end - begin, begin, end);
   } else {
     // Lowercasing and NFD never cross an ASCII punctuation or space (they act per code point
     // and canonical ordering stops at starters), so normalizing this word alone equals HF's
@@ -147,21 +173,27 @@ void WordPieceTokenizer::finish_word(std::string& word, bool ascii,
     n.run(word, lowercase_, strip_accents_);
     const std::string_view text = n.text();
     for (const tokenizer_detail::Piece& piece : n.pieces()) {
-      wordpiece(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out);
+      wordpiece<kOffsets>(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out, false,
+                          begin, end);
     }
   }
   word.clear();
 }
 
-void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps,
-                                   std::vector<std::int32_t>& out) const {
+template <bool kOffsets>
+void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink& out, bool exact,
+                                   std::uint32_t begin, std::uint32_t end) const {
+  const TokenOffset whole{out.base + begin, out.base + end};
   if (cps > static_cast<std::size_t>(max_input_chars_per_word_)) {
-    out.push_back(unk_id_);
+    out.ids.push_back(special_.unk);
+    if constexpr (kOffsets) out.offsets->push_back(whole);
     return;
   }
   const char* w = word.data();
   const std::size_t n = word.size();
-  const std::size_t mark = out.size();
+  const std::size_t mark = out.ids.size();
+  std::size_t offsets_mark = 0;
+  if constexpr (kOffsets) offsets_mark = out.offsets->size();
   std::size_t start = 0;
   while (start < n) {
     const bool continuation = start > 0;
@@ -174,64 +206,22 @@ void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps,
       if (id >= 0) break;
     }
     if (id < 0) {
-      out.resize(mark);
-      out.push_back(unk_id_);
+      out.ids.resize(mark);
+      out.ids.push_back(special_.unk);
+      if constexpr (kOffsets) {
+        out.offsets->resize(offsets_mark);
+        out.offsets->push_back(whole);
+      }
       return;
     }
-    out.push_back(id);
+    out.ids.push_back(id);
+    if constexpr (kOffsets) {
+      out.offsets->push_back(exact ? TokenOffset{whole.begin + static_cast<std::uint32_t>(start),
+                                                 whole.begin + static_cast<std::uint32_t>(stop)}
+                                   : whole);
+    }
     start = stop;
   }
-}
-
-Encoding WordPieceTokenizer::encode(std::string_view a, std::optional<std::string_view> b,
-                                    int max_len) const {
-  std::optional<std::vector<std::int32_t>> b_ids;
-  if (b) b_ids = tokenize_ids(*b);
-  return encode_ids(tokenize_ids(a), std::move(b_ids), max_len);
-}
-
-Encoding WordPieceTokenizer::encode_ids(std::vector<std::int32_t> a,
-                                        std::optional<std::vector<std::int32_t>> b,
-                                        int max_len) const {
-  const bool pair = b.has_value();
-  const int specials = pair ? 3 : 2;
-  if (max_len < specials) {
-    throw_error("max_len ", max_len, " is too small: a ", pair ? "pair" : "single text", " needs ",
-                specials, " tokens for [CLS] and [SEP] alone");
-  }
-  const std::size_t budget = static_cast<std::size_t>(max_len - specials);
-  std::size_t la = a.size(), lb = pair ? b->size() : 0;
-  if (la + lb > budget) {
-    if (!pair) {
-      la = budget;
-    } else {
-      // longest_first as transformers 4.28 runs it: one token at a time from the longer
-      // sequence, from the second one when both are equally long.
-      for (std::size_t remove = la + lb - budget; remove > 0; --remove) {
-        if (la > lb) {
-          --la;
-        } else {
-          --lb;
-        }
-      }
-    }
-  }
-  Encoding e;
-  e.truncated_tokens = static_cast<std::int64_t>(a.size() + (pair ? b->size() : 0) - la - lb);
-  const std::size_t total = la + lb + static_cast<std::size_t>(specials);
-  e.input_ids.reserve(total);
-  e.input_ids.push_back(cls_id_);
-  e.input_ids.insert(e.input_ids.end(), a.begin(), a.begin() + la);
-  e.input_ids.push_back(sep_id_);
-  const std::size_t first = e.input_ids.size();
-  if (pair) {
-    e.input_ids.insert(e.input_ids.end(), b->begin(), b->begin() + lb);
-    e.input_ids.push_back(sep_id_);
-  }
-  e.token_type_ids.assign(total, 1);
-  std::fill(e.token_type_ids.begin(), e.token_type_ids.begin() + first, 0);
-  e.attention_mask.assign(total, 1);
-  return e;
 }
 
 }  // namespace bertfit
