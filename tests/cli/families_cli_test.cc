@@ -1,15 +1,23 @@
-// Model families through the binary (issue 32): `inspect` names a RoBERTa-family model's
-// type and class, `convert` writes a folder that carries its tokenizer files unchanged and loads
-// to the same logits, `init` refuses to pair a RoBERTa-family model with a WordPiece vocabulary,
-// and an unsupported model_type names the supported and the planned ones.
+// Model families through the binary (issue 32): `predict` on the golden batch's texts gives
+// transformers' probabilities (tokenizer, pair template, positions and head together), `serve`
+// answers /predict as `predict` does and /tokenize with the model's ids, `train` then `eval`
+// reproduce the run's metrics; `inspect` names a RoBERTa-family model's type and class, `convert`
+// writes a folder that carries its tokenizer files unchanged and loads to the same logits, `init`
+// refuses to pair a RoBERTa-family model with a WordPiece vocabulary, and an unsupported model_type
+// names the supported and the planned ones.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <tuple>
 
 #include "cli_util.h"
+#include "io/safetensors.h"
+#include "serve_client.h"
+#include "tests/util/compare.h"
 
 namespace bertfit::testing {
 namespace {
@@ -17,6 +25,113 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string golden(const std::string& model) { return shared_dir() + "/golden/" + model; }
+
+// The golden batch's pairs as a JSONL file, and transformers' probabilities for them.
+struct GoldenPairs {
+  std::string jsonl;
+  std::vector<std::vector<double>> probabilities;
+  std::vector<std::pair<std::string, std::string>> texts;
+};
+
+GoldenPairs golden_pairs(const std::string& model) {
+  const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
+  SafetensorsFile f = SafetensorsFile::open(golden(model) + "/golden.safetensors");
+  const std::vector<float> logits = read_tensor(f, "eval.logits");
+  GoldenPairs g;
+  const std::size_t n = batch["text_a"].size(), K = logits.size() / n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string a = batch["text_a"][i], b = batch["text_b"][i];
+    g.texts.emplace_back(a, b);
+    g.jsonl += nlohmann::json{{"a", a}, {"b", b}}.dump() + "\n";
+    double mx = -INFINITY, sum = 0;
+    for (std::size_t k = 0; k < K; ++k) mx = std::max(mx, double{logits[i * K + k]});
+    std::vector<double> p(K);
+    for (std::size_t k = 0; k < K; ++k) sum += p[k] = std::exp(logits[i * K + k] - mx);
+    for (double& v : p) v /= sum;
+    g.probabilities.push_back(p);
+  }
+  return g;
+}
+
+// predict, serve and the tokenizer agree with transformers on each family's golden batch; its
+// ids equal the batch's. (T = 64 in the golden batches: --max-seq-len 64 truncates nothing.)
+TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
+  for (const std::string model : {"roberta-tiny", "xlmr-tiny"}) {
+    SCOPED_TRACE(model);
+    TempDir tmp;
+    const GoldenPairs g = golden_pairs(model);
+    write_text(tmp / "pairs.jsonl", g.jsonl);
+    const std::string folder = golden(model) + "/model";
+    RunResult r = run_bertfit("predict --model " + folder + " --input " + (tmp / "pairs.jsonl") +
+                              " --text-a-column a --text-b-column b --max-seq-len 64");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::vector<nlohmann::json> answers;
+    for (std::string line; std::getline(lines, line);)
+      answers.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(answers.size(), g.probabilities.size());
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      for (std::size_t k = 0; k < g.probabilities[i].size(); ++k) {
+        // fp32 logits within ~1e-6 relative of transformers' (golden_test): probabilities 1e-5.
+        EXPECT_NEAR(answers[i]["probabilities"][k].get<double>(), g.probabilities[i][k], 1e-5)
+            << "row " << i << " label " << k;
+      }
+    }
+    ServeProcess server("--model " + folder + " --max-batch-tokens 4096");
+    ASSERT_TRUE(server.started()) << server.err();
+    HttpClient client(server.port());
+    const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
+    for (std::size_t i = 0; i < g.texts.size(); ++i) {
+      HttpReply p = client.post(
+          "/predict",
+          nlohmann::json{{"inputs", {g.texts[i].first, g.texts[i].second}}, {"truncate", true}}
+              .dump());
+      ASSERT_EQ(p.status, 200) << p.body;
+      for (const nlohmann::json& s : nlohmann::json::parse(p.body)) {
+        const std::string label = s["label"];
+        const int k = std::stoi(label.substr(label.rfind('_') + 1));
+        // One input alone instead of a batch of 8: the same fp32 sums in another order.
+        EXPECT_NEAR(s["score"].get<double>(), answers[i]["probabilities"][k].get<double>(), 1e-5)
+            << "row " << i << " " << label;
+      }
+    }
+    // /tokenize: the first text alone, framed as the family frames a text: <s>, then the pair's
+    // first segment (up to its </s>, where truncation may have cut it), and </s>.
+    HttpReply t = client.post("/tokenize", nlohmann::json{{"inputs", g.texts[0].first}}.dump());
+    ASSERT_EQ(t.status, 200) << t.body;
+    const nlohmann::json tokens = nlohmann::json::parse(t.body)[0];
+    ASSERT_GE(tokens.size(), 3u);
+    const nlohmann::json& row = batch["input_ids"][0];
+    EXPECT_EQ(tokens.front()["id"], row[0]);  // <s>
+    std::size_t j = 1;
+    for (; j < row.size() && row[j] != tokens.back()["id"]; ++j) {
+      ASSERT_LT(j + 1, tokens.size());
+      EXPECT_EQ(tokens[j]["id"], row[j]) << "token " << j;
+    }
+    EXPECT_GT(j, 5u) << "the pair's first segment ends early";
+  }
+}
+
+// A RoBERTa-family model trains, saves with its tokenizer, and the saved model evaluates to the
+// run's own final metrics.
+TEST(FamiliesCli, TrainThenEvalReproducesTheRunsMetrics) {
+  TempDir tmp;
+  const std::string mrpc = shared_dir() + "/data/glue/MRPC";
+  RunResult r = run_bertfit("train --model " + golden("roberta-tiny") + "/model --output " +
+                            (tmp / "out") + " --task mrpc --data " + mrpc +
+                            " --max-steps 6 --batch-size 8 --lr 1e-3 --max-seq-len 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = nlohmann::json::parse(last_line(r.out));
+  for (const char* f : {"vocab.json", "merges.txt", "config.json", "model.safetensors"}) {
+    EXPECT_TRUE(fs::exists(tmp / (std::string("out/") + f))) << f;
+  }
+  RunResult e = run_bertfit("eval --model " + (tmp / "out") + " --task mrpc --data " + mrpc +
+                            " --max-seq-len 64");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const nlohmann::json ev = nlohmann::json::parse(last_line(e.out));
+  EXPECT_EQ(ev["eval_accuracy"], summary["eval_accuracy"]);
+  EXPECT_EQ(ev["eval_f1"], summary["eval_f1"]);
+}
 
 TEST(FamiliesCli, InspectNamesTheFamily) {
   for (auto [model, type, cls] :
