@@ -28,8 +28,16 @@ using hub::RepoFetcher;
 constexpr std::array<const char*, 4> kWeightFiles = {
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
     "pytorch_model.bin.index.json"};
-constexpr std::array<const char*, 4> kTokenizerFiles = {
-    "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+// Every file a supported tokenizer may consist of (WordPiece, byte-level BPE, SentencePiece):
+// a missing one is skipped.
+constexpr std::array<const char*, 8> kTokenizerFiles = {"vocab.txt",
+                                                        "vocab.json",
+                                                        "merges.txt",
+                                                        "sentencepiece.bpe.model",
+                                                        "tokenizer.json",
+                                                        "tokenizer_config.json",
+                                                        "special_tokens_map.json",
+                                                        "added_tokens.json"};
 
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);

@@ -50,6 +50,10 @@ class HubCli : public ::testing::Test {
     repo["commits"] = {{kMain, tmp_ / "a"}, {kDev, tmp_ / "b"}};
     json config;
     config["repos"]["org/tiny"] = repo;
+    json roberta;
+    roberta["refs"] = {{"main", kMain}};
+    roberta["commits"] = {{kMain, shared_dir() + "/golden/roberta-tiny/model"}};
+    config["repos"]["org/roberta"] = roberta;
     hub_.emplace(tmp_.path(), config);
     // The bertfit processes read these (hub_options_from_env); nothing of the user's own cache,
     // token or proxy settings reaches them.
@@ -106,6 +110,25 @@ TEST_F(HubCli, DownloadPrintsTheSnapshotFolder) {
   r = run_bertfit("download ../etc");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "bertfit: error: '../etc' is not a Hub repository id (name or org/name)\n");
+}
+
+// A RoBERTa repository brings its byte-level BPE files (vocab.json, merges.txt), and commands
+// take it by name.
+TEST_F(HubCli, DownloadBringsEveryTokenizerFile) {
+  RunResult r = run_bertfit("download org/roberta");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string folder = cache() + "/models--org--roberta/snapshots/" + kMain;
+  EXPECT_EQ(r.out, folder + "\n");
+  const std::string src = shared_dir() + "/golden/roberta-tiny/model";
+  for (const char* f :
+       {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+    EXPECT_EQ(read_text(folder + "/" + f), read_text(src + "/" + f)) << f;
+  }
+  RunResult hub = predict("--model org/roberta --max-seq-len 64");
+  ASSERT_EQ(hub.exit_code, 0) << hub.err;
+  RunResult local = predict("--model " + src + " --max-seq-len 64");
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_EQ(hub.out, local.out);
 }
 
 TEST_F(HubCli, EveryCommandWithModelTakesAHubName) {
