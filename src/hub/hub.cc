@@ -15,6 +15,7 @@
 #include "hub/cache.h"
 #include "hub/fetch.h"
 #include "hub/http.h"
+#include "tokenizer/kind.h"
 
 namespace bertfit {
 namespace {
@@ -28,16 +29,6 @@ using hub::RepoFetcher;
 constexpr std::array<const char*, 4> kWeightFiles = {
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
     "pytorch_model.bin.index.json"};
-// Every file a supported tokenizer may consist of (WordPiece, byte-level BPE, SentencePiece):
-// a missing one is skipped.
-constexpr std::array<const char*, 8> kTokenizerFiles = {"vocab.txt",
-                                                        "vocab.json",
-                                                        "merges.txt",
-                                                        "sentencepiece.bpe.model",
-                                                        "tokenizer.json",
-                                                        "tokenizer_config.json",
-                                                        "special_tokens_map.json",
-                                                        "added_tokens.json"};
 
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
@@ -234,7 +225,7 @@ ModelSnapshot download_model(const std::string& repo_id, const HubOptions& optio
                 "pytorch_model.bin, pytorch_model.bin.index.json");
   }
 
-  for (const char* name : kTokenizerFiles) {
+  for (const char* name : kTokenizerFileNames) {
     const Lookup lookup = fetcher.fetch(commit, name).lookup;
     if (lookup == Lookup::kFound) snapshot.files.push_back(name);
     if (lookup == Lookup::kNotCached && !options.offline) {

@@ -295,15 +295,6 @@ std::string tokenizer_config(const ModelConfig& config, const std::string& sourc
 
 namespace {
 
-// Every file a tokenizer of its own may consist of, copied unchanged by save_model.
-constexpr const char* kTokenizerFiles[] = {"vocab.json",
-                                           "merges.txt",
-                                           "sentencepiece.bpe.model",
-                                           "tokenizer.json",
-                                           "tokenizer_config.json",
-                                           "special_tokens_map.json",
-                                           "added_tokens.json"};
-
 // The source folder's tokenizer files (name, contents), read before anything is written. Error
 // when the folder lacks the ones the family's tokenizer needs.
 std::vector<std::pair<std::string, std::string>> own_tokenizer_files(const ModelConfig& config,
@@ -319,7 +310,7 @@ std::vector<std::pair<std::string, std::string>> own_tokenizer_files(const Model
                 needed, "); give a folder that holds them");
   }
   std::vector<std::pair<std::string, std::string>> files;
-  for (const char* name : kTokenizerFiles) {
+  for (const char* name : kTokenizerFileNames) {
     if (has(name)) files.emplace_back(name, read_file(join_path(source, name)));
   }
   return files;

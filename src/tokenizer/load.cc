@@ -16,15 +16,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr const char* kTokenizerFiles[] = {"vocab.txt",
-                                           "vocab.json",
-                                           "merges.txt",
-                                           "tokenizer.json",
-                                           "sentencepiece.bpe.model",
-                                           "tokenizer_config.json",
-                                           "special_tokens_map.json",
-                                           "added_tokens.json"};
-
 // A string field of a JSON file in dir ("" if the file or the key is absent). A malformed
 // config.json is the model loader's to report: read leniently here.
 std::string string_field(const std::string& dir, const char* file, const char* key, bool lenient) {
@@ -137,7 +128,7 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
 
 std::vector<std::string> tokenizer_file_names(const std::string& model_dir) {
   std::vector<std::string> names;
-  for (const char* name : kTokenizerFiles) {
+  for (const char* name : kTokenizerFileNames) {
     if (path_exists(join_path(model_dir, name))) names.emplace_back(name);
   }
   return names;
