@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/init.h"
 #include "model/model_io.h"
+#include "tokenizer/tokenizer.h"
 #include "train/output_dir.h"
 
 namespace bertfit::cli {
@@ -100,13 +101,19 @@ void run_init(const InitOptions& o) {
   if (o.num_labels > 0) set_num_labels(hf, o.num_labels);
 
   const std::string vocab_source = o.vocab.empty() ? default_vocab() : o.vocab;
-  const std::string vocab_file =
-      is_directory(vocab_source) ? join_path(vocab_source, "vocab.txt") : vocab_source;
-  const std::int64_t tokens = count_vocab_lines(read_file(vocab_file));
+  const std::string vocab_file = vocab_source;
+  const std::unique_ptr<Tokenizer> tokenizer =
+      is_directory(vocab_source) ? load_tokenizer(vocab_source) : load_tokenizer_file(vocab_source);
+  const std::int64_t tokens = tokenizer->vocab_size();  // the largest id + 1
   if (!vocab_size_set && !vocab_size_in_file) hf["vocab_size"] = tokens;
 
   const std::string source = o.config.empty() ? "the --arch defaults with --set" : o.config;
   ModelConfig config = parse_model_config_json(hf, source);
+  if (tokenizer->kind() != config.family->tokenizer) {
+    throw_error("--vocab ", vocab_source, " holds a ", tokenizer_kind_name(tokenizer->kind()),
+                " tokenizer but a ", config.model_type(), " model uses ",
+                tokenizer_kind_name(config.family->tokenizer), " (give a folder with its files)");
+  }
   if (vocab_size_set && config.vocab_size < tokens) {
     throw_error("--set vocab_size=", config.vocab_size, " is smaller than the ", tokens,
                 " tokens of ", vocab_file);
@@ -155,9 +162,10 @@ void add_init_command(CLI::App& app) {
         "hidden_act=gelu_new (value parsed as JSON, else taken as a string); repeatable",
         &o->sets},
        {"--vocab",
-        "vocab.txt (or a model folder holding one); default: the bert-base-uncased vocabulary in "
-        "shared/data/vocab beside the current folder or the binary's. vocab_size follows its "
-        "line count unless --set vocab_size=N",
+        "The tokenizer: a vocab.txt, or a folder holding the family's tokenizer files (vocab.txt; "
+        "vocab.json + merges.txt; sentencepiece.bpe.model; tokenizer.json); default: the "
+        "bert-base-uncased vocabulary in shared/data/vocab beside the current folder or the "
+        "binary's. vocab_size follows its largest id unless --set vocab_size=N",
         &o->vocab},
        {"--num-labels",
         "Number of labels (1: regression), named LABEL_0 .. LABEL_{N-1}; default: the config's",

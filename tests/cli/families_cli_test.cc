@@ -7,6 +7,7 @@
 // names the supported and the planned ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -166,12 +167,46 @@ TEST(FamiliesCli, ConvertCarriesTheTokenizerFilesAndKeepsTheLogits) {
   }
 }
 
+// init makes a RoBERTa or XLM-R model from a tokenizer folder (vocab_size from its largest id),
+// which then trains and predicts; a tokenizer of another kind than the family's is refused.
+TEST(FamiliesCli, InitFromTheFamilysTokenizerThenTrain) {
+  TempDir tmp;
+  const std::string mrpc = shared_dir() + "/data/glue/MRPC";
+  for (auto [arch, tok] : {std::pair{"roberta", "roberta-bpe"}, std::pair{"xlm-roberta", "spm"}}) {
+    SCOPED_TRACE(arch);
+    const std::string m = tmp / arch, out = tmp / (std::string(arch) + "-out");
+    RunResult r = run_bertfit(std::string("init --arch ") + arch + " --output " + m + " --vocab " +
+                              shared_dir() + "/data/" + tok +
+                              " --set num_hidden_layers=1 --set hidden_size=32 "
+                              "--set num_attention_heads=2 --set intermediate_size=64 "
+                              "--set max_position_embeddings=130");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json config = nlohmann::json::parse(read_text(m + "/config.json"));
+    EXPECT_EQ(config["model_type"], arch);
+    EXPECT_GE(config["vocab_size"].get<int>(), 50000);
+    RunResult t = run_bertfit("train --model " + m + " --output " + out + " --task mrpc --data " +
+                              mrpc + " --max-steps 2 --batch-size 4 --max-seq-len 64");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    RunResult p = run_bertfit("predict --model " + out + " --input " + mrpc +
+                              "/dev.tsv --text-a-column 3 --text-b-column 4 --max-seq-len 64");
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_EQ(std::count(p.out.begin(), p.out.end(), '\n'), 408);
+  }
+  RunResult bad = run_bertfit("init --arch bert --output " + (tmp / "bad") + " --vocab " +
+                              shared_dir() + "/data/roberta-bpe");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("holds a byte-level BPE tokenizer but a bert model uses WordPiece"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(FamiliesCli, RobertaWithAWordPieceVocabularyIsRefused) {
   TempDir tmp;
   RunResult r = run_bertfit("init --arch roberta --output " + (tmp / "m") + " --vocab " +
                             shared_dir() + "/data/vocab/bert-base-uncased.txt");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("a roberta model carries its tokenizer's files"), std::string::npos)
+  EXPECT_NE(r.err.find("holds a WordPiece tokenizer but a roberta model uses byte-level BPE"),
+            std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(tmp / "m/config.json"));
 }
