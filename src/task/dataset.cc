@@ -9,6 +9,7 @@
 #include "data/custom.h"
 #include "data/glue.h"
 #include "data/metrics.h"
+#include "model/family.h"
 
 namespace bertfit {
 
@@ -438,6 +439,11 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config,
     throw_error(model_dir, ": the vocabulary has ", tokenizer.vocab_size(),
                 " tokens but config.json's vocab_size is ", config.vocab_size,
                 "; the tokenizer files do not belong to this model");
+  }
+  if (tokenizer.kind() != config.family->tokenizer) {
+    throw_error(model_dir, ": its tokenizer files are ", tokenizer_kind_name(tokenizer.kind()),
+                "'s but a ", config.model_type(), " model uses ",
+                tokenizer_kind_name(config.family->tokenizer), "; they do not belong to it");
   }
 }
 

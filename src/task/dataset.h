@@ -83,7 +83,8 @@ void report_truncation(const std::string& source, const std::vector<EncodedExamp
                        int max_seq_len);
 
 // Error naming the model folder when the tokenizer's vocabulary has ids beyond the model's
-// word-embedding table (vocab.txt and config.json's vocab_size disagree).
+// word-embedding table (vocab.txt and config.json's vocab_size disagree), or when the tokenizer
+// is of another kind than the model's family uses (model/family.h).
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config,
                           const std::string& model_dir);
 

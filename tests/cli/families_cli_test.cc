@@ -211,6 +211,24 @@ TEST(FamiliesCli, RobertaWithAWordPieceVocabularyIsRefused) {
   EXPECT_FALSE(fs::exists(tmp / "m/config.json"));
 }
 
+// A model folder whose tokenizer files are of another kind than its family's is refused.
+TEST(FamiliesCli, AModelWithAnotherFamilysTokenizerIsRefused) {
+  TempDir tmp;
+  fs::create_directories(tmp / "m");
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    fs::copy_file(golden("roberta-tiny") + "/model/" + f, tmp / (std::string("m/") + f));
+  }
+  fs::copy_file(golden("bert-tiny") + "/model/vocab.txt", tmp / "m/vocab.txt");
+  write_text(tmp / "in.tsv", "text\na sentence\n");
+  RunResult r = run_bertfit("predict --model " + (tmp / "m") + " --input " + (tmp / "in.tsv") +
+                            " --text-a-column text --max-seq-len 64");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("its tokenizer files are WordPiece's but a roberta model uses byte-level "
+                       "BPE; they do not belong to it"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(FamiliesCli, UnsupportedTypesNameWhatIsSupported) {
   TempDir tmp;
   write_text(tmp / "config.json", R"({"model_type": "deberta-v2", "vocab_size": 10})");
