@@ -8,6 +8,20 @@
 #include "base/check.h"
 
 namespace bertfit {
+namespace {
+
+// p = softmax(z) over one row of K logits (log-sum-exp in double); returns the log-sum-exp.
+double softmax_row(const float* z, int K, float* p) {
+  double mx = z[0];
+  for (int k = 1; k < K; ++k) mx = std::fmax(mx, static_cast<double>(z[k]));
+  double sum = 0.0;
+  for (int k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
+  const double lse = mx + std::log(sum);
+  for (int k = 0; k < K; ++k) p[k] = static_cast<float>(std::exp(z[k] - lse));
+  return lse;
+}
+
+}  // namespace
 
 double cross_entropy_forward(float* probs, const float* logits, const std::int32_t* labels, int B,
                              int K) {
@@ -17,13 +31,7 @@ double cross_entropy_forward(float* probs, const float* logits, const std::int32
     CHECK(labels[b] >= 0 && labels[b] < K, "label ", labels[b], " of row ", b, " out of range [0, ",
           K, ")");
     const float* z = logits + static_cast<std::int64_t>(b) * K;
-    double mx = z[0];
-    for (int k = 1; k < K; ++k) mx = std::fmax(mx, static_cast<double>(z[k]));
-    double sum = 0.0;
-    for (int k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
-    const double lse = mx + std::log(sum);
-    float* p = probs + static_cast<std::int64_t>(b) * K;
-    for (int k = 0; k < K; ++k) p[k] = static_cast<float>(std::exp(z[k] - lse));
+    const double lse = softmax_row(z, K, probs + static_cast<std::int64_t>(b) * K);
     total += lse - z[labels[b]];
   }
   return total / B;
@@ -70,15 +78,9 @@ double weighted_cross_entropy_forward(float* probs, const float* logits, const s
   double total = 0.0;
   for (int b = 0; b < B; ++b) {
     const float* z = logits + static_cast<std::int64_t>(b) * K;
-    double mx = z[0];
-    for (int k = 1; k < K; ++k) mx = std::fmax(mx, static_cast<double>(z[k]));
-    double sum = 0.0;
-    for (int k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
-    const double lse = mx + std::log(sum);
-    float* p = probs + static_cast<std::int64_t>(b) * K;
+    const double lse = softmax_row(z, K, probs + static_cast<std::int64_t>(b) * K);
     double smooth = 0.0;  // Σ_k w[k]·(-log p_k)
     for (int k = 0; k < K; ++k) {
-      p[k] = static_cast<float>(std::exp(z[k] - lse));
       smooth += weight_of(weights, k) * (lse - z[k]);
     }
     const int y = labels[b];

@@ -11,6 +11,43 @@
 
 namespace bertfit {
 
+const ConfigKeyNames kBertKeyNames = {
+    "hidden_size", "num_hidden_layers",   "num_attention_heads",         "intermediate_size",
+    "hidden_act",  "hidden_dropout_prob", "attention_probs_dropout_prob"};
+
+std::vector<std::string> bert_config_keys(std::vector<std::string> extra) {
+  std::vector<std::string> keys = {"vocab_size",
+                                   "hidden_size",
+                                   "num_hidden_layers",
+                                   "num_attention_heads",
+                                   "intermediate_size",
+                                   "hidden_act",
+                                   "hidden_dropout_prob",
+                                   "attention_probs_dropout_prob",
+                                   "max_position_embeddings",
+                                   "type_vocab_size",
+                                   "initializer_range",
+                                   "layer_norm_eps",
+                                   "pad_token_id",
+                                   "position_embedding_type",
+                                   "use_cache",
+                                   "classifier_dropout"};
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  return keys;
+}
+
+LayerNames bert_layer_names(const char* prefix) {
+  return {prefix,
+          "attention.self.query",
+          "attention.self.key",
+          "attention.self.value",
+          "attention.output.dense",
+          "attention.output.LayerNorm",
+          "intermediate.dense",
+          "output.dense",
+          "output.LayerNorm"};
+}
+
 void bert_defaults(ModelConfig& c) {
   c.layers = 12;
   c.type_vocab_size = 2;
@@ -48,18 +85,11 @@ const ModelFamily& bert_family() {
       .tokenizer_class = "BertTokenizer",
       .tokenizer = TokenizerKind::kWordPiece,
       .base_prefix = "bert.",
-      .keys = {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob"},
-      .config_keys = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "intermediate_size", "hidden_act", "hidden_dropout_prob",
-                      "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                      "initializer_range", "layer_norm_eps", "pad_token_id",
-                      "position_embedding_type", "use_cache", "classifier_dropout"},
+      .keys = kBertKeyNames,
+      .config_keys = bert_config_keys(),
       .embeddings = {"bert.embeddings.", "word_embeddings", "position_embeddings",
                      "token_type_embeddings", "LayerNorm"},
-      .layer = {"bert.encoder.layer.", "attention.self.query", "attention.self.key",
-                "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
-                "intermediate.dense", "output.dense", "output.LayerNorm"},
+      .layer = bert_layer_names("bert.encoder.layer."),
       .head = {"bert.pooler.dense", "classifier", ActKind::kTanh,
                /*dropout_before_dense=*/false},
       .attention_output_dropout = true,
