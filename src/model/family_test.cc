@@ -10,8 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "model/config.h"
@@ -69,8 +70,17 @@ TEST(ModelFamily, UnknownTypesNameTheSupportedAndPlannedOnes) {
 TEST(ModelFamily, NoCodeOutsideTheAdaptersAsksWhichFamilyItRuns) {
   namespace fs = std::filesystem;
   const fs::path root = BERTFIT_SOURCE_DIR;
-  const std::regex asks(
-      R"((model_type\(\)|model_type|->model_type)\s*[!=]=|[!=]=\s*"(distil)?bert"|"(distil)?bert"\s*[!=]=|model_family\("[a-z-]+"\)|Arch::)");
+  // Searched in each line with its whitespace removed. (Plain substrings: GCC 12's std::regex
+  // trips -Wmaybe-uninitialized under the sanitizers.)
+  std::vector<std::string> asks = {"model_type()==", "model_type()!=",  "model_type==",
+                                   "model_type!=",   "model_family(\"", "Arch::"};
+  for (const ModelFamily* f : model_families()) {
+    const std::string quoted = std::string("\"") + f->model_type + "\"";
+    for (const char* op : {"==", "!="}) {
+      asks.push_back(op + quoted);
+      asks.push_back(quoted + op);
+    }
+  }
   int files = 0;
   for (const char* dir : {"src", "apps", "bench"}) {
     for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
@@ -86,7 +96,13 @@ TEST(ModelFamily, NoCodeOutsideTheAdaptersAsksWhichFamilyItRuns) {
       std::ifstream in(p);
       std::string line;
       for (int n = 1; std::getline(in, line); ++n) {
-        EXPECT_FALSE(std::regex_search(line, asks)) << rel << ":" << n << ": " << line;
+        std::string packed;
+        for (char ch : line) {
+          if (ch != ' ' && ch != '\t') packed += ch;
+        }
+        for (const std::string& a : asks) {
+          EXPECT_EQ(packed.find(a), std::string::npos) << rel << ":" << n << ": " << line;
+        }
       }
     }
   }
