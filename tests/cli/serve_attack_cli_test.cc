@@ -226,11 +226,19 @@ TEST(ServeAttack, TheQueueHasATokenBudgetAndADeadline) {
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.headers["retry-after"], "1");
   EXPECT_NE(r.body.find("--max-queue-time"), std::string::npos) << r.body;
-  // A single input does not wait.
-  EXPECT_EQ(client.post("/predict", R"({"inputs": "alone"})").status, 200);
+  // A single input does not wait, once the batch the engine was computing when the rest were
+  // refused is done (a slow build may still be in it: then the single input waits and is refused
+  // too, counted as such).
+  int status = 0, attempts = 0;
+  for (; attempts < 40 && status != 200; ++attempts) {
+    if (attempts > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    status = client.post("/predict", R"({"inputs": "alone"})").status;
+    EXPECT_TRUE(status == 200 || status == 503) << status;
+  }
+  EXPECT_EQ(status, 200);
   EXPECT_EQ(metric_value(client.get("/metrics").body,
                          "bertfit_rejections_total{reason=\"queue_timeout\",status=\"503\"}"),
-            1);
+            attempts);  // the batch's, and each refused single input's
 }
 
 // /health and /metrics answer while the queue still holds work queued before them.
