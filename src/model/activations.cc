@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "base/check.h"
+#include "model/embeddings.h"
 #include "model/family.h"
+#include "model/head.h"
 
 namespace bertfit {
 namespace {
@@ -23,7 +25,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
-  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, K = c.num_labels;
+  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, E = c.embedding_dim();
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
@@ -60,9 +62,18 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   if (need_hidden) hidden_rows_ = rows;
   if (!need_hidden || bf16_) shared_rows_ = rows;
 
-  grow(emb, rows * C);
+  grow(emb, rows * E);
   grow(emb_mean, rows);
   grow(emb_rstd, rows);
+  const bool project = Embeddings::projects(c);
+  if (project) {
+    grow(emb_normed, rows * E);
+    if (bf16_) grow(emb_normed_bf16, rows * E);
+    if (training_) {
+      grow(d_emb_normed, rows * E);
+      grow(d_emb_sum, rows * E);
+    }
+  }
   if (need_hidden) grow(x0, rows * C);
   layers.resize(c.layers);
   // Growing in the shared form grows layers[0] only: the others are behind until a resize
@@ -89,12 +100,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     if (need_hidden) grow(l.out, rows * C);
   }
   grow(first_x, nb * C);
-  grow(cls, nb * C);
-  grow(pre, nb * C);
-  grow(pre_drop, nb * C);
-  grow(logits, nb * K);
-  grow(probs, nb * K);
-  grow(dlogits, nb * K);
+  model_head(c).resize(c, *this, nb, rows, training_, bf16_);
   if (training_) {
     for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att}) {
       grow(*b, rows * C);
@@ -105,7 +111,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(d_ff1, rows * I);
     }
     grow(d_qkv, rows * 3 * C);
-    for (auto* b : {&d_cls, &d_pre, &d_pre_drop}) grow(*b, nb * C);
   }
   if (bf16_) {
     grow(shared_att, rows * C);
@@ -116,8 +121,6 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       if (training_) grow(l.act_bf16, rows * I);
       grow(l.ff1_bf16, rows * I);
     }
-    grow(cls_bf16, nb * C);
-    grow(pre_bf16, nb * C);
     if (training_) {
       grow(dy_bf16, rows * std::max(3 * C, I));
       grow(d_act_bf16, rows * I);
@@ -175,9 +178,8 @@ Rows Activations::act(int l) {
 Rows Activations::d_act_rows() {
   return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};
 }
-Rows Activations::head_in() { return {cls.data(), bf16_now_ ? cls_bf16.data() : nullptr}; }
-Rows Activations::classifier_in() {
-  return {pre_drop.data(), bf16_now_ ? pre_bf16.data() : nullptr};
+Rows Activations::emb_normed_rows() {
+  return {emb_normed.data(), bf16_now_ ? emb_normed_bf16.data() : nullptr};
 }
 
 std::vector<std::int32_t> position_ids(const ModelConfig& config, const std::int32_t* input_ids,

@@ -46,6 +46,17 @@ struct LayerActivations {
                                           // native bf16: attention's operand)
 };
 
+// What a head keeps (model/head.h): R rows, B for heads on the first tokens. Each head uses the
+// buffers its formula needs.
+struct HeadActivations {
+  AlignedBuffer<float> x;     // (R,C) the last layer's rows the head reads (after its dropout)
+  AlignedBuffer<float> pre;   // (R,C) the dense product's output (the activation's input)
+  AlignedBuffer<float> act;   // (R,C) the activation's output
+  AlignedBuffer<float> drop;  // (R,C) the same after dropout: the output product's input
+  AlignedBuffer<float> d_x, d_pre, d_act;          // (R,C) backward
+  AlignedBuffer<std::uint16_t> x_bf16, drop_bf16;  // (R,C) bf16: the products' inputs
+};
+
 // The position id of every token of a padded (B,T) batch of ids, by the family's rule
 // (model/family.h): t, or RoBERTa's count of non-padding tokens up to t plus pad_token_id
 // (padding: pad_token_id).
@@ -54,16 +65,20 @@ std::vector<std::int32_t> position_ids(const ModelConfig& config, const std::int
 
 struct Activations {
   int B = 0, T = 0;
-  std::int64_t N = 0;                       // token rows in use (see the top)
-  bool packed = false;                      // unpadded execution: N < B·T real tokens
-  std::vector<std::int64_t> token_rows;     // packed: (N) padded row b·T + t of each row
-  std::vector<std::int32_t> ids, types;     // (N) token id and token type id of each row
-  std::vector<std::int32_t> positions;      // (N) position id of each row
-  AlignedBuffer<float> emb;                 // (N,C) word + position (+ type) embeddings
+  std::int64_t N = 0;                    // token rows in use (see the top)
+  bool packed = false;                   // unpadded execution: N < B·T real tokens
+  std::vector<std::int64_t> token_rows;  // packed: (N) padded row b·T + t of each row
+  std::vector<std::int32_t> ids, types;  // (N) token id and token type id of each row
+  std::vector<std::int32_t> positions;   // (N) position id of each row
+  // Embeddings (model/embeddings.h), E the embedding size (= C unless projected).
+  AlignedBuffer<float> emb;                 // (N,E) word + position (+ type) embeddings
   AlignedBuffer<float> emb_mean, emb_rstd;  // (N)
-  AlignedBuffer<float> x0;                  // (N,C) embeddings after LayerNorm and dropout
-  std::vector<LayerActivations> layers;     // (L)
-  std::vector<std::int64_t> cls_rows;       // (B) row of each sequence's first token
+  AlignedBuffer<float> emb_normed;          // (N,E) after LayerNorm and dropout, when projected
+  AlignedBuffer<std::uint16_t> emb_normed_bf16;  // (N,E) bf16: the projection's input
+  AlignedBuffer<float> d_emb_normed, d_emb_sum;  // (N,E) backward, when projected
+  AlignedBuffer<float> x0;               // (N,C) the embeddings' output (the first layer's input)
+  std::vector<LayerActivations> layers;  // (L)
+  std::vector<std::int64_t> cls_rows;    // (B) row of each sequence's first token
   // The last forward kept what backward needs (ModelInput::for_backward or dropout training).
   bool for_backward = false;
   // Last layer on first tokens only (ModelInput::full_last_layer false): its rows after
@@ -71,10 +86,8 @@ struct Activations {
   bool cls_only = false;
   std::vector<std::int64_t> first_rows;  // (B) padded row b·T of each sequence's first token
   AlignedBuffer<float> first_x;          // (B,C) the last layer's input at those rows
-  AlignedBuffer<float> cls;              // (B,C) last hidden state at [CLS]
-  AlignedBuffer<float> pre;              // (B,C) pre_classifier / pooler output after ReLU/tanh
-  AlignedBuffer<float> pre_drop;         // (B,C) the same after dropout
-  AlignedBuffer<float> logits;           // (B,K)
+  HeadActivations head;                  // sized by the head (model/head.h)
+  AlignedBuffer<float> logits;           // (B,K) the head's outputs
   AlignedBuffer<float> probs;            // (B,K) softmax of logits (classification)
   AlignedBuffer<float> dlogits;          // (B,K) gradient of the loss w.r.t. the logits
 
@@ -84,17 +97,15 @@ struct Activations {
   AlignedBuffer<float> d_act, d_ff1;             // (N,I) fp32 only
   AlignedBuffer<float> d_h1, d_att_proj, d_att;  // (N,C); d_att_proj: with attention output dropout
   AlignedBuffer<float> d_qkv;                    // (N,3C)
-  AlignedBuffer<float> d_cls, d_pre, d_pre_drop;  // (B,C)
 
-  // bf16 precision only: the head's product inputs and the bf16 copy of an output gradient.
+  // bf16 precision only: the bf16 copy of an output gradient.
   // fp32 tensors that backward never reads live in buffers shared by all layers instead of one
   // per layer: the hidden state (x0, then each layer's out, unless hidden states are kept; in
   // bf16 also each layer's h1) and, in bf16, the attention output. -13 MB per layer and tensor
   // at batch 32, seq 128 (DistilBERT).
-  AlignedBuffer<float> shared_hidden, shared_att;   // (N,C)
-  AlignedBuffer<std::uint16_t> cls_bf16, pre_bf16;  // (B,C)
-  AlignedBuffer<std::uint16_t> dy_bf16;             // (N, max(3C, I))
-  AlignedBuffer<std::uint16_t> d_act_bf16;          // (N,I) the activation output's gradient
+  AlignedBuffer<float> shared_hidden, shared_att;  // (N,C)
+  AlignedBuffer<std::uint16_t> dy_bf16;            // (N, max(3C, I))
+  AlignedBuffer<std::uint16_t> d_act_bf16;         // (N,I) the activation output's gradient
 
   // int8 only: the quantized form of a product's input, made by the kernel before the product
   // (EncoderLayer::forward): C-wide rows for h1 and every layer's input after the first, I-wide
@@ -146,10 +157,10 @@ struct Activations {
   Rows ff1(int l);          // fp32, or bf16 alone
   Rows act(int l);          // fp32 (int8: + the quantized slot), or bf16 alone; an inference
                             // forward's is ff1's buffer (the activation runs in place)
-  Rows head_in();           // (B,C) cls + bf16 slot
-  Rows classifier_in();     // (B,C) pre_drop + bf16 slot
+  Rows emb_normed_rows();   // (N,E) emb_normed + bf16 slot: the embedding projection's input
   Rows d_act_rows();        // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
   std::uint16_t* dy_scratch() { return bf16_now_ ? dy_bf16.data() : nullptr; }
+  bool bf16_now() const { return bf16_now_; }  // the last resize()'s precision is bf16
 
  private:
   std::int64_t capacity_rows_ = 0;

@@ -1,8 +1,4 @@
-// Forward and backward of the sequence classifier. Hugging Face semantics:
-//   x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt], families with token types)))
-//   per layer: see model/layer.h
-//   head: logits = Wc · Drop(act(Wp · Drop?(h[:,0]) + bp)) + bc, act the family's (DistilBERT's
-//   ReLU, BERT's pooler and RoBERTa's tanh); RoBERTa also drops h[:,0] (Drop?)
+// Forward and backward of the model: the components in order (see bert.h), and the loss.
 #include "model/bert.h"
 
 #include <cstring>
@@ -11,7 +7,9 @@
 #include "base/log.h"
 #include "gemm/gemm.h"
 #include "kernels/kernels.h"
+#include "model/embeddings.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/layer.h"
 
 namespace bertfit {
@@ -29,113 +27,7 @@ LayerRun layer_run(const ModelConfig& c, const ModelInput& in, const DropoutStat
   return run;
 }
 
-std::uint64_t key(const DropoutState& d, int layer, DropoutSite site) {
-  return dropout_key(d.seed, d.step, d.micro, static_cast<std::uint32_t>(layer), site);
-}
-
-float classifier_dropout(const ModelConfig& c, const DropoutState& d) {
-  return d.train ? static_cast<float>(c.classifier_dropout) : 0.0f;
-}
-
-// x0 = Dropout(LN(word[ids] + pos[t] (+ type[tt]))).
-void embeddings_forward(const ModelWeights& w, const LayerRun& run, Activations& a) {
-  const ModelConfig& c = w.config();
-  const bool types = c.family->token_types();
-  const std::int64_t N = a.N;
-  embedding_forward(a.emb.data(), a.ids.data(), a.positions.data(),
-                    types ? a.types.data() : nullptr, w(Role::kWordEmb), w(Role::kPosEmb),
-                    types ? w(Role::kTypeEmb) : nullptr, N, c.hidden);
-  float* x0 = a.embedded();
-  layernorm_forward(x0, a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), w(Role::kEmbLnW),
-                    w(Role::kEmbLnB), N, c.hidden, static_cast<float>(c.layer_norm_eps));
-  dropout_forward(x0, x0, N * c.hidden, run.p_hidden, key(*run.dropout, 0, kSiteEmbeddings));
-}
-
-void embeddings_backward(const ModelWeights& w, const LayerRun& run, float* grads, Activations& a) {
-  const ModelConfig& c = w.config();
-  const ParamLayout& lay = w.layout();
-  const bool types = c.family->token_types();
-  const std::int64_t N = a.N;
-  auto G = [&](Role r) { return grads + lay.offset(r); };
-  // d(LN output) in place over d_out, then d(emb) into d_in.
-  dropout_backward(a.d_out.data(), a.d_out.data(), N * c.hidden, run.p_hidden,
-                   key(*run.dropout, 0, kSiteEmbeddings));
-  layernorm_backward(a.d_in.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), a.d_out.data(),
-                     a.emb.data(), w(Role::kEmbLnW), a.emb_mean.data(), a.emb_rstd.data(), N,
-                     c.hidden);
-  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), types ? G(Role::kTypeEmb) : nullptr,
-                     a.d_in.data(), a.ids.data(), a.positions.data(),
-                     types ? a.types.data() : nullptr, N, c.hidden, c.pad_token_id);
-}
-
-// logits = Wc · Drop(act(Wp · h[:,0] + bp)) + bc, act the family's head activation.
-void head_forward(const ModelWeights& w, const DropoutState& drop, Activations& a) {
-  const ModelConfig& c = w.config();
-  const int B = a.B;
-  const std::int64_t BC = std::int64_t{B} * c.hidden;
-  const float* last = a.layer_out(c.layers - 1);
-  if (a.cls_only) {
-    std::memcpy(a.cls.data(), last, sizeof(float) * BC);  // the last layer ran on those rows
-  } else {
-    gather_rows(a.cls.data(), last, a.cls_rows.data(), B, c.hidden);
-  }
-  if (c.family->head.dropout_before_dense) {
-    dropout_forward(a.cls.data(), a.cls.data(), BC, classifier_dropout(c, drop),
-                    key(drop, c.layers, kSiteHeadInput));
-  }
-  w.linear(Role::kPreW).forward(Rows{a.pre.data()}, a.head_in(), B);
-  activation_forward(c.family->head.activation, a.pre.data(), a.pre.data(), BC);
-  dropout_forward(a.pre_drop.data(), a.pre.data(), BC, classifier_dropout(c, drop),
-                  key(drop, c.layers, kSiteClassifier));
-  w.linear(Role::kClsW).forward(Rows{a.logits.data()}, a.classifier_in(), B);
-}
-
-// From a.dlogits to a.d_out, the gradient w.r.t. the last layer's output rows.
-void head_backward(const ModelWeights& w, const DropoutState& drop, float* grads, Activations& a) {
-  const ModelConfig& c = w.config();
-  const ParamLayout& lay = w.layout();
-  const int B = a.B;
-  const std::int64_t BC = std::int64_t{B} * c.hidden;
-  auto G = [&](Role r) { return grads + lay.offset(r); };
-  const LinearScratch scratch{a.dy_scratch()};
-  w.linear(Role::kClsW)
-      .backward(a.d_pre_drop.data(), Output::kOverwrite, G(Role::kClsW), G(Role::kClsB),
-                a.dlogits.data(), a.classifier_in(), scratch, B);
-  dropout_backward(a.d_pre.data(), a.d_pre_drop.data(), BC, classifier_dropout(c, drop),
-                   key(drop, c.layers, kSiteClassifier));
-  // ReLU / tanh backward read their output, which the in-place forward left in a.pre;
-  // d_pre_drop is free again and takes d(pre-activation).
-  std::memset(a.d_pre_drop.data(), 0, sizeof(float) * BC);
-  activation_backward(c.family->head.activation, a.d_pre_drop.data(), a.d_pre.data(), nullptr,
-                      a.pre.data(), BC);
-  w.linear(Role::kPreW)
-      .backward(a.d_cls.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB),
-                a.d_pre_drop.data(), a.head_in(), scratch, B);
-  if (c.family->head.dropout_before_dense) {
-    dropout_backward(a.d_cls.data(), a.d_cls.data(), BC, classifier_dropout(c, drop),
-                     key(drop, c.layers, kSiteHeadInput));
-  }
-  if (a.cls_only) {
-    std::memcpy(a.d_out.data(), a.d_cls.data(), sizeof(float) * BC);  // the last layer's rows
-  } else {
-    std::memset(a.d_out.data(), 0, sizeof(float) * a.N * c.hidden);
-    scatter_add_rows(a.d_out.data(), a.d_cls.data(), a.cls_rows.data(), B, c.hidden);
-  }
-}
-
 }  // namespace
-
-std::vector<std::int64_t> BertModel::grad_ready_offsets() const {
-  const ParamLayout& lay = layout_;
-  std::vector<std::int64_t> out = {lay.layer_begin(config_.layers)};  // after the head
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    for (Role r : {Role::kLn2W, Role::kFf2W, Role::kFf1W, Role::kLn1W, Role::kOW})
-      out.push_back(lay.offset(r, l));
-    out.push_back(lay.layer_begin(l));
-  }
-  out.push_back(0);  // after the embeddings
-  return out;
-}
 
 void BertModel::forward(const ModelWeights& w, const ModelInput& in, const DropoutState& drop,
                         Activations& a) const {
@@ -154,11 +46,12 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
            /*keep_hidden=*/(for_backward && !bf16) || in.full_last_layer);
   a.layout_tokens(c, in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   a.for_backward = for_backward;
-  a.cls_only = !in.full_last_layer;
+  const Head& head = model_head(c);
+  a.cls_only = !in.full_last_layer && head.first_tokens_only();
   const LayerRun run = layer_run(c, in, drop, a);
-  embeddings_forward(w, run, a);
+  Embeddings(w).forward(run, a);
   for (int l = 0; l < c.layers; ++l) EncoderLayer(w, l).forward(run, a);
-  head_forward(w, drop, a);
+  head.forward(w, drop, a);
 }
 
 double BertModel::loss(const float* labels, float scale, Activations& a) const {
@@ -218,20 +111,16 @@ void BertModel::backward(const ModelWeights& w, float* grads, const ModelInput& 
   CHECK(a.for_backward,
         "backward after a forward that kept no backward state (set ModelInput::for_backward or "
         "train dropout)");
-  // Each call: every gradient at offsets >= `from` is final (the layout is in forward order and
-  // backward finishes it from the end).
-  auto ready = [&](std::int64_t from) {
-    if (on_grads_ready) on_grads_ready(from);
-  };
+  // The layout is in forward order and backward finishes its gradient groups from the end.
+  GradsReady ready(layout_.grad_ready_offsets(), on_grads_ready);
   const LayerRun run = layer_run(c, in, drop, a);
-  head_backward(w, drop, grads, a);
-  ready(layout_.layer_begin(c.layers));
+  model_head(c).backward(w, drop, grads, a, ready);
   for (int l = c.layers - 1; l >= 0; --l) {
     EncoderLayer(w, l).backward(run, grads, a, ready);
     std::swap(a.d_out, a.d_in);
   }
-  embeddings_backward(w, run, grads, a);
-  ready(0);
+  Embeddings(w).backward(run, grads, a, ready);
+  CHECK(ready.all_done(), "backward finished fewer gradient groups than the layout declares");
 }
 
 }  // namespace bertfit

@@ -1,6 +1,7 @@
-// The DistilBERT / BERT sequence classifier: embeddings, the encoder layers (model/layer.h) and
-// the head, forward and the mirrored backward, over the flat parameter buffer described by
-// ParamLayout (read through ModelWeights). Training and inference share the forward.
+// The model: its components in order, the embeddings (model/embeddings.h), the encoder layers
+// (model/layer.h) and the head (model/head.h), forward and the mirrored backward, over the flat
+// parameter buffer described by ParamLayout (read through ModelWeights). Training and inference
+// share the forward.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "model/activations.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "model/pass.h"
 #include "model/precision.h"
 #include "model/weights.h"
 
@@ -37,15 +39,6 @@ struct ModelInput {
   // with dropout off, e.g. for the gradients of an eval-mode forward. A training forward
   // (DropoutState::train) always keeps it.
   bool for_backward = false;
-};
-
-// Dropout is active when train is true; each site's mask is keyed by (seed, step, micro,
-// layer, site), so a step can be replayed exactly.
-struct DropoutState {
-  bool train = false;
-  std::uint64_t seed = 0;
-  std::uint64_t step = 0;
-  std::uint64_t micro = 0;
 };
 
 // How single-label classification's cross-entropy is taken (train's --label-smoothing-factor
@@ -86,15 +79,17 @@ class BertModel {
   // run on the same batch with dropout training or ModelInput::for_backward (checked: a
   // violation aborts with a message, never reaches the products). `on_grads_ready(o)`,
   // if set, is called whenever every gradient at flat offsets >= o is final, with decreasing
-  // o: after the head, after each weight group of each layer (ln2, ff2, ff1, ln1, o, qkv), and
-  // with 0 after the embeddings, so communication can start early.
+  // o: after each gradient group the components declared (the head, each module of each layer,
+  // the embeddings: o = 0), so communication can start early.
   void backward(const ModelWeights& weights, float* grads, const ModelInput& in,
                 const DropoutState& dropout, Activations& acts,
                 const std::function<void(std::int64_t)>& on_grads_ready = {}) const;
 
   // The offsets backward passes to on_grads_ready, in the order it passes them: where a
-  // gradient reducer may cut its buckets. (Checked against backward by model/bert_test.cc.)
-  std::vector<std::int64_t> grad_ready_offsets() const;
+  // gradient reducer may cut its buckets (the layout's; model/bert_test.cc checks each is true).
+  const std::vector<std::int64_t>& grad_ready_offsets() const {
+    return layout_.grad_ready_offsets();
+  }
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -105,16 +100,6 @@ class BertModel {
   const ParamLayout& layout_;
   Precision precision_;
   LossOptions loss_options_;
-};
-
-// Dropout sites within a layer, for dropout keys.
-enum DropoutSite : std::uint32_t {
-  kSiteEmbeddings = 0,
-  kSiteAttentionProbs = 1,
-  kSiteAttentionOutput = 2,
-  kSiteFfnOutput = 3,
-  kSiteClassifier = 4,
-  kSiteHeadInput = 5,  // the first token's state, in heads that drop it (RoBERTa's)
 };
 
 }  // namespace bertfit

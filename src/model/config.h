@@ -31,8 +31,9 @@ struct ModelConfig {
   int layers = 6;                                 // n_layers / num_hidden_layers           (L)
   int heads = 12;                                 // n_heads / num_attention_heads          (H)
   int intermediate = 3072;                        // hidden_dim / intermediate_size         (I)
-  int max_positions = 512;                        // max_position_embeddings
-  int type_vocab_size = 0;                    // - / type_vocab_size (0: no token-type embeddings)
+  int embedding = 0;        // embedding_size (ELECTRA); 0: the hidden size            (E)
+  int max_positions = 512;  // max_position_embeddings
+  int type_vocab_size = 0;  // - / type_vocab_size (0: no token-type embeddings)
   Activation activation = Activation::kGelu;  // activation / hidden_act
   double layer_norm_eps = 1e-12;              // fixed 1e-12 / layer_norm_eps
   double hidden_dropout = 0.1;                // dropout / hidden_dropout_prob
@@ -46,6 +47,7 @@ struct ModelConfig {
   double initializer_range = 0.02;
 
   int head_dim() const { return hidden / heads; }
+  int embedding_dim() const { return embedding > 0 ? embedding : hidden; }
   // The longest sequence the position embeddings hold: max_positions, less the rows before the
   // first real position in families that count positions after the padding id (RoBERTa: 514
   // rows hold 512 tokens).

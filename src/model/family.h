@@ -49,16 +49,20 @@ struct EmbeddingNames {
   const char* position;    // "position_embeddings"
   const char* token_type;  // "token_type_embeddings", or nullptr: no token types
   const char* layer_norm;  // "LayerNorm"
+  // The Linear from the embedding size to the hidden size, a module of its own
+  // ("electra.embeddings_project"), present when the config's embedding size differs from the
+  // hidden size; nullptr: the family's embeddings are always hidden-sized.
+  const char* projection;
 };
 struct LayerNames {
   const char* prefix;  // "bert.encoder.layer." (then the layer index and ".")
   const char *q, *k, *v, *o, *ln1, *ff1, *ff2, *ln2;
 };
-// The sequence-classification head: logits = out(Drop(act(dense(Drop?(h[:,0]))))).
+// The sequence-classification head (model/head.h): logits = out(Drop(act(dense(Drop?(h[:,0]))))).
 struct ClassifierHeadSpec {
   const char* dense;          // module name: "bert.pooler.dense", "pre_classifier"
   const char* out;            // "classifier"
-  ActKind activation;         // tanh (BERT's pooler), ReLU (DistilBERT)
+  ActKind activation;         // tanh (BERT's pooler, RoBERTa), ReLU (DistilBERT), GELU (ELECTRA)
   bool dropout_before_dense;  // RoBERTa and ELECTRA drop the first token's state too
 };
 

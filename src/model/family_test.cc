@@ -60,7 +60,7 @@ TEST(ModelFamily, UnknownTypesNameTheSupportedAndPlannedOnes) {
     EXPECT_NE(m.find(model_type_list()), std::string::npos) << m;
     EXPECT_NE(m.find("planned: "), std::string::npos) << m;
   }
-  EXPECT_EQ(model_type_list(), "distilbert, bert, roberta, xlm-roberta, camembert");
+  EXPECT_EQ(model_type_list(), "distilbert, bert, roberta, xlm-roberta, camembert, electra");
 }
 
 // Outside the adapters (src/model/families/, family.cc) and tests, no source names a family to

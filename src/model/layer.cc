@@ -3,7 +3,6 @@
 
 #include "base/check.h"
 #include "kernels/kernels.h"
-#include "model/bert.h"
 #include "model/family.h"
 
 namespace bertfit {
@@ -77,6 +76,33 @@ ActKind activation_kind(Activation a) {
       break;
   }
   return ActKind::kGelu;
+}
+
+void EncoderLayer::declare(const ModelConfig& c, int l, LayoutBuilder& b) {
+  const LayerNames& n = c.family->layer;
+  const std::string prefix = n.prefix + std::to_string(l) + ".";
+  const std::int64_t C = c.hidden, I = c.intermediate;
+  // [q.w k.w v.w q.b k.b v.b]: one (3C, C) weight and one (3C) bias, a single fused product.
+  const std::pair<Role, const char*> qkv[] = {{Role::kQW, n.q}, {Role::kKW, n.k}, {Role::kVW, n.v}};
+  b.group();
+  for (auto [role, name] : qkv) {
+    b.tensor(prefix + name + ".weight", role, {C, C}, true, ParamInit::kNormal);
+  }
+  for (auto [role, name] : qkv) {
+    b.tensor(prefix + name + ".bias", static_cast<Role>(static_cast<int>(role) + 1), {C}, false,
+             ParamInit::kZero);
+  }
+  b.product(Role::kQW, Role::kQB, 3 * C, C, /*quantized=*/true);
+  b.group();
+  b.linear(prefix + n.o, Role::kOW, C, C, true);
+  b.group();
+  b.layer_norm(prefix + n.ln1, Role::kLn1W, C);
+  b.group();
+  b.linear(prefix + n.ff1, Role::kFf1W, I, C, true);
+  b.group();
+  b.linear(prefix + n.ff2, Role::kFf2W, C, I, true);
+  b.group();
+  b.layer_norm(prefix + n.ln2, Role::kLn2W, C);
 }
 
 EncoderLayer::EncoderLayer(const ModelWeights& w, int layer)
@@ -155,7 +181,7 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
 }
 
 void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
-                            const std::function<void(std::int64_t)>& ready) const {
+                            GradsReady& ready) const {
   const ModelConfig& c = w_.config();
   const ParamLayout& lay = w_.layout();
   const int l = l_, B = a.B, C = c.hidden;
@@ -176,15 +202,15 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   layernorm_dropout_bias_backward(a.d_h1.data(), g.ln2_w, g.ln2_b, d_ff2.f32, d_ff2.bf16, g.ff2_b,
                                   a.d_out.data(), s.res2.data(), w_(Role::kLn2W, l), s.mean2.data(),
                                   s.rstd2.data(), M, C, run.p_hidden, key(kSiteFfnOutput));
-  ready(lay.offset(Role::kLn2W, l));
+  ready.done();
   const Rows d_act = a.d_act_rows();  // fp32, or bf16 alone (the product rounds it once)
   ff2_.backward_products(d_act, Output::kOverwrite, g.ff2_w, d_ff2, act, M);
-  ready(lay.offset(Role::kFf2W, l));
+  ready.done();
   // f = act(h1·W1ᵀ + b1): d_h1 += the product's input gradient
   ff1_.backward_through_activation(activation_kind(c.activation), a.d_h1.data(),
                                    Output::kAccumulate, g.ff1_w, g.ff1_b, d_act, ff1, act,
                                    a.d_ff1.data(), h1, scratch, M);
-  ready(lay.offset(Role::kFf1W, l));
+  ready.done();
   // h1 = LN1(r1), r1 = x + Drop(p), p = a·Woᵀ + bo, in one pass: d_in starts as d_r1, and d_p
   // and bo's gradient come with it. Without dropout there, fp32's d_p is d_r1 itself (d_in):
   // the projection's backward reads it before anything adds to it.
@@ -193,9 +219,9 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   layernorm_dropout_bias_backward(a.d_in.data(), g.ln1_w, g.ln1_b, d_proj.f32, d_proj.bf16, g.o_b,
                                   a.d_h1.data(), s.res1.data(), w_(Role::kLn1W, l), s.mean1.data(),
                                   s.rstd1.data(), M, C, p_proj, key(kSiteAttentionOutput));
-  ready(lay.offset(Role::kLn1W, l));
+  ready.done();
   o_.backward_products(Rows{a.d_att.data()}, Output::kOverwrite, g.o_w, d_proj, att, M);
-  ready(lay.offset(Role::kOW, l));
+  ready.done();
   // a = Attn(qkv), on the padded layout.
   AttentionShape shape = run.shape;
   if (first_only) {
@@ -213,7 +239,7 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   // qkv = x·Wqkvᵀ + bqkv: d_in += the product's input gradient
   qkv_.backward(a.d_in.data(), Output::kAccumulate, g.qkv_w, g.qkv_b, a.d_qkv.data(), x, scratch,
                 N);
-  ready(lay.layer_begin(l));
+  ready.done();
 }
 
 }  // namespace bertfit

@@ -17,25 +17,22 @@
 #include "kernels/attention.h"
 #include "model/activations.h"
 #include "model/linear.h"
+#include "model/param_layout.h"
+#include "model/pass.h"
 #include "model/weights.h"
 
 namespace bertfit {
 
-struct DropoutState;
-
 // The kernels' activation for a config's hidden_act / activation.
 ActKind activation_kind(Activation a);
 
-// What every layer of one forward (and its backward) shares.
-struct LayerRun {
-  AttentionShape shape;                // the padded (B,T) batch; skips padding queries if packed
-  const std::int32_t* mask = nullptr;  // (B,T) attention mask
-  const DropoutState* dropout = nullptr;
-  float p_hidden = 0, p_attn = 0;  // dropout probabilities (0 outside training)
-};
-
 class EncoderLayer {
  public:
+  // Layer l's tensors with the family's names, in forward order: q, k, v (weights, then biases:
+  // adjacent, one (3C,C) product), o, LayerNorm 1, ff1, ff2, LayerNorm 2; its four products
+  // (int8 runs them quantized); a gradient group per module (q|k|v one).
+  static void declare(const ModelConfig& c, int l, LayoutBuilder& b);
+
   EncoderLayer(const ModelWeights& weights, int layer);
 
   // a.layer_in(l) -> a.layer_out(l), saving what backward reads. When a.cls_only and this is
@@ -45,10 +42,8 @@ class EncoderLayer {
 
   // From a.d_out (gradient w.r.t. the layer's output, rows as forward wrote them) to a.d_in
   // (w.r.t. its input, N rows); the layer's parameter gradients += into grads (ParamLayout's
-  // flat buffer). ready(o) after each weight group (ln2, ff2, ff1, ln1, o, qkv): every gradient
-  // at offsets >= o is final (BertModel::grad_ready_offsets lists them).
-  void backward(const LayerRun& run, float* grads, Activations& a,
-                const std::function<void(std::int64_t)>& ready) const;
+  // flat buffer). ready.done() after each gradient group (ln2, ff2, ff1, ln1, o, qkv).
+  void backward(const LayerRun& run, float* grads, Activations& a, GradsReady& ready) const;
 
  private:
   bool first_tokens_only(const Activations& a) const;

@@ -1,10 +1,12 @@
-// Builds the ParamLayout table with the Hugging Face names the model's family declares.
+// Builds the ParamLayout table from what the model's components declare (see param_layout.h).
 #include "model/param_layout.h"
 
 #include <utility>
 
 #include "base/check.h"
-#include "model/family.h"
+#include "model/embeddings.h"
+#include "model/head.h"
+#include "model/layer.h"
 
 namespace bertfit {
 namespace {
@@ -13,77 +15,97 @@ Role next(Role r) { return static_cast<Role>(static_cast<int>(r) + 1); }
 
 }  // namespace
 
+void LayoutBuilder::group() { groups_.push_back(total_); }
+
+void LayoutBuilder::tensor(std::string name, Role role, Shape shape, bool decay, ParamInit init) {
+  const std::int64_t n = shape.numel();
+  entries_.push_back({std::move(name), role, layer_, std::move(shape), total_, n, decay, init});
+  total_ += n;  // no padding: q, k, v weights (and biases) must be adjacent (model/layer.h)
+}
+
+void LayoutBuilder::embedding(std::string name, Role role, std::int64_t rows, std::int64_t C) {
+  tensor(std::move(name), role, {rows, C}, true, ParamInit::kNormal);
+}
+
+void LayoutBuilder::layer_norm(const std::string& module, Role weight, std::int64_t C) {
+  tensor(module + ".weight", weight, {C}, false, ParamInit::kOne);
+  tensor(module + ".bias", next(weight), {C}, false, ParamInit::kZero);
+}
+
+void LayoutBuilder::linear(const std::string& module, Role weight, std::int64_t out,
+                           std::int64_t in, bool quantized) {
+  tensor(module + ".weight", weight, {out, in}, true, ParamInit::kNormal);
+  tensor(module + ".bias", next(weight), {out}, false, ParamInit::kZero);
+  product(weight, next(weight), out, in, quantized);
+}
+
+void LayoutBuilder::product(Role weight, Role bias, std::int64_t N, std::int64_t K,
+                            bool quantized) {
+  products_.push_back({weight, bias, layer_, N, K, quantized});
+}
+
 ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
-  const ModelFamily& family = *c.family;
-  const std::int64_t C = c.hidden, I = c.intermediate;
-  index_.assign(c.layers + 2, {});
-  for (auto& row : index_) row.fill(-1);
-
-  auto add = [&](std::string name, Role role, int layer, Shape shape, bool decay, ParamInit init) {
-    std::int64_t n = shape.numel();
-    index_[layer + 1][static_cast<int>(role)] = static_cast<int>(entries_.size());
-    entries_.push_back({std::move(name), role, layer, std::move(shape), total_, n, decay, init});
-    total_ += n;  // no padding: q, k, v weights (and biases) must be adjacent (see below)
-  };
-  // A Linear or LayerNorm module: weight then bias.
-  auto add_module = [&](const std::string& prefix, Role weight_role, int layer, Shape wshape,
-                        bool layer_norm) {
-    std::int64_t out = wshape.dims[0];
-    add(prefix + ".weight", weight_role, layer, wshape, !layer_norm,
-        layer_norm ? ParamInit::kOne : ParamInit::kNormal);
-    add(prefix + ".bias", next(weight_role), layer, Shape{out}, false, ParamInit::kZero);
-  };
-
-  const EmbeddingNames& emb = family.embeddings;
-  const std::string e = emb.prefix;
-  add(e + emb.word + ".weight", Role::kWordEmb, -1, {c.vocab_size, C}, true, ParamInit::kNormal);
-  add(e + emb.position + ".weight", Role::kPosEmb, -1, {c.max_positions, C}, true,
-      ParamInit::kNormal);
-  if (family.token_types()) {
-    add(e + emb.token_type + ".weight", Role::kTypeEmb, -1, {c.type_vocab_size, C}, true,
-        ParamInit::kNormal);
-  }
-  add_module(e + emb.layer_norm, Role::kEmbLnW, -1, {C}, true);
-
-  const LayerNames& n = family.layer;
+  LayoutBuilder b;
+  b.set_layer(-1);
+  Embeddings::declare(c, b);
   for (int l = 0; l < c.layers; ++l) {
-    const std::string prefix = n.prefix + std::to_string(l) + ".";
-    // The q, k and v projections go first as [q.w k.w v.w q.b k.b v.b] so that they form
-    // one (3C, C) weight and one (3C) bias: a single fused QKV matrix product.
-    const std::pair<Role, const char*> qkv[] = {
-        {Role::kQW, n.q}, {Role::kKW, n.k}, {Role::kVW, n.v}};
-    for (auto [role, name] : qkv) {
-      add(prefix + name + ".weight", role, l, {C, C}, true, ParamInit::kNormal);
-    }
-    for (auto [role, name] : qkv) {
-      add(prefix + name + ".bias", next(role), l, {C}, false, ParamInit::kZero);
-    }
-    add_module(prefix + n.o, Role::kOW, l, {C, C}, false);
-    add_module(prefix + n.ln1, Role::kLn1W, l, {C}, true);
-    add_module(prefix + n.ff1, Role::kFf1W, l, {I, C}, false);
-    add_module(prefix + n.ff2, Role::kFf2W, l, {C, I}, false);
-    add_module(prefix + n.ln2, Role::kLn2W, l, {C}, true);
+    b.set_layer(l);
+    EncoderLayer::declare(c, l, b);
   }
-  add_module(family.head.dense, Role::kPreW, c.layers, {C, C}, false);
-  add_module(family.head.out, Role::kClsW, c.layers, {c.num_labels, C}, false);
+  b.set_layer(c.layers);
+  model_head(c).declare(c, b);
+
+  entries_ = std::move(b.entries_);
+  products_ = std::move(b.products_);
+  total_ = b.total_;
+  ready_.assign(b.groups_.rbegin(), b.groups_.rend());
+  CHECK(!ready_.empty() && ready_.back() == 0, "the first component declares no gradient group");
+  index_.assign(c.layers + 2, {});
+  product_.assign(c.layers + 2, {});
+  for (auto& r : index_) r.fill(-1);
+  for (auto& r : product_) r.fill(-1);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const ParamEntry& e = entries_[i];
+    CHECK(row(e.role, e.layer) == e.layer + 1, "tensor ", e.name, " declared in the wrong part");
+    int& slot = index_[e.layer + 1][static_cast<int>(e.role)];
+    CHECK(slot < 0, "tensor role declared twice: ", e.name);
+    slot = static_cast<int>(i);
+  }
+  for (std::size_t i = 0; i < products_.size(); ++i) {
+    const ProductEntry& p = products_[i];
+    // A product covers its weight, or adjacent weights of its shape (q|k|v).
+    const ParamEntry& w = entry(p.weight, p.layer);
+    const ParamEntry& bias = entry(p.bias, p.layer);
+    CHECK(w.shape.rank() == 2 && w.shape.dims[1] == p.K && p.N % w.shape.dims[0] == 0 &&
+              p.N % bias.size == 0 && w.offset + p.N * p.K <= total_,
+          "product of ", w.name, " does not fit its tensors");
+    product_[p.layer + 1][static_cast<int>(p.weight)] = static_cast<int>(i);
+  }
+}
+
+int ParamLayout::row(Role role, int layer) const {
+  if (role <= Role::kProjB) return 0;
+  if (role >= Role::kPreW) return layers_ + 1;
+  CHECK(layer >= 0 && layer < layers_, "layer ", layer);
+  return layer + 1;
 }
 
 std::int64_t ParamLayout::offset(Role role, int layer) const { return entry(role, layer).offset; }
 
+bool ParamLayout::has(Role role, int layer) const {
+  return index_[row(role, layer)][static_cast<int>(role)] >= 0;
+}
+
 const ParamEntry& ParamLayout::entry(Role role, int layer) const {
-  int r = static_cast<int>(role);
-  int row;
-  if (role <= Role::kEmbLnB) {
-    row = 0;
-  } else if (role >= Role::kPreW) {
-    row = layers_ + 1;
-  } else {
-    CHECK(layer >= 0 && layer < layers_, "layer ", layer);
-    row = layer + 1;
-  }
-  int idx = index_[row][r];
-  CHECK(idx >= 0, "role ", r, " absent in this layout");
+  const int idx = index_[row(role, layer)][static_cast<int>(role)];
+  CHECK(idx >= 0, "role ", static_cast<int>(role), " absent in this layout");
   return entries_[idx];
+}
+
+std::size_t ParamLayout::product_index(Role weight, int layer) const {
+  const int idx = product_[row(weight, layer)][static_cast<int>(weight)];
+  CHECK(idx >= 0, "role ", static_cast<int>(weight), " is not a product's weight");
+  return static_cast<std::size_t>(idx);
 }
 
 const ParamEntry* ParamLayout::find(std::string_view hf_name) const {
@@ -97,7 +119,8 @@ std::int64_t ParamLayout::layer_begin(int l) const {
   for (const auto& e : entries_) {
     if (e.layer == l) return e.offset;
   }
-  CHECK(false, "no layer ", l);
+  CHECK(l == layers_, "no layer ", l);
+  return total_;  // a head without parameters
 }
 
 std::int64_t ParamLayout::layer_end(int l) const {

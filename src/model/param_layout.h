@@ -1,8 +1,13 @@
 // ParamLayout: the table that describes the one flat fp32 parameter buffer (and, with the same
 // offsets, the gradient buffer and Adam's m and v). Layer-major: embeddings, layer 0 .. L-1,
-// head (pre_classifier or pooler, then classifier). Each entry has its HF name, shape (PyTorch
-// layout: Linear weights are (out, in)), offset, whether AdamW's weight decay applies (not to
-// biases and LayerNorm weights, as HF Trainer), and how HF initialises it.
+// head. Each entry has its HF name, shape (PyTorch layout: Linear weights are (out, in)),
+// offset, whether AdamW's weight decay applies (not to biases and LayerNorm weights, as HF
+// Trainer), and how HF initialises it.
+//
+// Nothing here is kept by hand: the model's components (model/embeddings.h, model/layer.h,
+// model/head.h) declare their tensors, their matrix products and their gradient groups into a
+// LayoutBuilder, in forward order, and the table, the products ModelWeights prepares and the
+// offsets where backward reports finished gradients all follow from those declarations.
 #pragma once
 
 #include <array>
@@ -16,12 +21,17 @@
 
 namespace bertfit {
 
+// What a tensor is to the component that declares it; with the layer, a tensor's identity.
 enum class Role : int {
+  // Embeddings (model/embeddings.h).
   kWordEmb,
   kPosEmb,
   kTypeEmb,
   kEmbLnW,
   kEmbLnB,
+  kProjW,  // embeddings_project: embedding size -> hidden size (ELECTRA)
+  kProjB,
+  // An encoder layer (model/layer.h).
   kQW,
   kQB,
   kKW,
@@ -38,6 +48,8 @@ enum class Role : int {
   kFf2B,
   kLn2W,
   kLn2B,
+  // The head (model/head.h): an optional dense layer (the pooler, pre_classifier,
+  // classifier.dense), then the output product (classifier, classifier.out_proj).
   kPreW,
   kPreB,
   kClsW,
@@ -59,8 +71,47 @@ struct ParamEntry {
   ParamInit init;
 };
 
+// A matrix product y = x·wᵀ + b over a weight (N,K) and bias (N) of the layout (a Linear module,
+// or q|k|v's three adjacent ones). `quantized`: int8 inference runs it in int8 (the encoder
+// layers' products); the others stay fp32 there.
+struct ProductEntry {
+  Role weight, bias;
+  int layer;
+  std::int64_t N, K;
+  bool quantized;
+};
+
+// What components declare into, in forward order (their tensors, products and gradient groups).
+class LayoutBuilder {
+ public:
+  // Tensors after this call belong to layer l (-1 embeddings, L head).
+  void set_layer(int l) { layer_ = l; }
+  // The tensors declared from here on, up to the next group(), form one gradient group: the
+  // component's backward finishes their gradients together (model/bert.h, GradsReady).
+  void group();
+  void tensor(std::string name, Role role, Shape shape, bool decay, ParamInit init);
+  // An nn.Embedding of `rows` × C.
+  void embedding(std::string name, Role role, std::int64_t rows, std::int64_t C);
+  // A LayerNorm module "<module>.weight" / ".bias" (role and role + 1).
+  void layer_norm(const std::string& module, Role weight, std::int64_t C);
+  // A Linear module (out, in): "<module>.weight" / ".bias" (role and role + 1), and its product.
+  void linear(const std::string& module, Role weight, std::int64_t out, std::int64_t in,
+              bool quantized);
+  // A product over tensors declared already (q|k|v's adjacent weights and biases).
+  void product(Role weight, Role bias, std::int64_t N, std::int64_t K, bool quantized);
+
+ private:
+  friend class ParamLayout;
+  std::vector<ParamEntry> entries_;
+  std::vector<ProductEntry> products_;
+  std::vector<std::int64_t> groups_;  // each group's first offset, in forward order
+  std::int64_t total_ = 0;
+  int layer_ = -1;
+};
+
 class ParamLayout {
  public:
+  // The components of config's family and head declare the layout.
   explicit ParamLayout(const ModelConfig& config);
 
   const std::vector<ParamEntry>& entries() const { return entries_; }
@@ -68,15 +119,28 @@ class ParamLayout {
   // Offset of a role's tensor; layer is ignored for embedding and head roles.
   std::int64_t offset(Role role, int layer = 0) const;
   const ParamEntry& entry(Role role, int layer = 0) const;
+  bool has(Role role, int layer = 0) const;
   const ParamEntry* find(std::string_view hf_name) const;  // nullptr if absent
   // [begin, end) offsets of everything belonging to layer l (-1 embeddings, L head).
   std::int64_t layer_begin(int l) const;
   std::int64_t layer_end(int l) const;
   int num_layers() const { return layers_; }
 
+  // Every product, in forward order, and the index of the one whose weight has role r.
+  const std::vector<ProductEntry>& products() const { return products_; }
+  std::size_t product_index(Role weight, int layer = 0) const;
+  // The first offset of each gradient group, from the last group to the first: where backward
+  // reports gradients finished, in the order it reports them.
+  const std::vector<std::int64_t>& grad_ready_offsets() const { return ready_; }
+
  private:
+  int row(Role role, int layer) const;
+
   std::vector<ParamEntry> entries_;
-  std::vector<std::array<int, kNumRoles>> index_;  // [layer + 1][role] -> entry index or -1
+  std::vector<ProductEntry> products_;
+  std::vector<std::array<int, kNumRoles>> index_;    // [row][role] -> entry index or -1
+  std::vector<std::array<int, kNumRoles>> product_;  // [row][weight role] -> product or -1
+  std::vector<std::int64_t> ready_;
   std::int64_t total_ = 0;
   int layers_ = 0;
 };

@@ -1,141 +1,87 @@
-// Binding the parameters and preparing the products' weights (see weights.h).
+// Binding the parameters and preparing the products' weights (see weights.h). The products are
+// the layout's (ParamLayout::products), as the components declared them.
 #include "model/weights.h"
 
 #include "base/check.h"
 
 namespace bertfit {
-namespace {
-
-// The products of one encoder layer, in slot order, and of the head.
-constexpr Role kLayerProducts[] = {Role::kQW, Role::kOW, Role::kFf1W, Role::kFf2W};
-constexpr int kProductsPerLayer = 4;
-
-// The bias of the product whose weight has role r (the layout puts it right after the weight,
-// q|k|v's after v).
-Role bias_of(Role r) {
-  switch (r) {
-    case Role::kQW:
-      return Role::kQB;
-    case Role::kOW:
-      return Role::kOB;
-    case Role::kFf1W:
-      return Role::kFf1B;
-    case Role::kFf2W:
-      return Role::kFf2B;
-    case Role::kPreW:
-      return Role::kPreB;
-    case Role::kClsW:
-      return Role::kClsB;
-    default:
-      break;
-  }
-  CHECK(false, "role ", static_cast<int>(r), " is not a product's weight");
-  return r;
-}
-
-}  // namespace
 
 ModelWeights::ModelWeights(const ModelConfig& config, const ParamLayout& layout,
                            Precision precision)
     : config_(config), layout_(layout), precision_(precision) {}
 
-std::size_t ModelWeights::slot(Role r, int l) const {
-  const std::size_t head = static_cast<std::size_t>(config_.layers) * kProductsPerLayer;
-  if (r == Role::kPreW) return head;
-  if (r == Role::kClsW) return head + 1;
-  for (int i = 0; i < kProductsPerLayer; ++i)
-    if (kLayerProducts[i] == r) return static_cast<std::size_t>(l) * kProductsPerLayer + i;
-  CHECK(false, "role ", static_cast<int>(r), " is not a product's weight");
-  return 0;
-}
-
-// (out, in) features of the product whose weight has role r.
-std::pair<std::int64_t, std::int64_t> ModelWeights::shape(Role r) const {
-  const std::int64_t C = config_.hidden, I = config_.intermediate;
-  switch (r) {
-    case Role::kQW:
-      return {3 * C, C};  // q, k and v are adjacent in the layout: one (3C,C) product
-    case Role::kFf1W:
-      return {I, C};
-    case Role::kFf2W:
-      return {C, I};
-    case Role::kClsW:
-      return {config_.num_labels, C};
-    default:
-      return {C, C};  // kOW, kPreW
+bool ModelWeights::prepares(const ProductEntry& p) const {
+  switch (precision_) {
+    case Precision::kInt8:
+      return p.quantized;
+    case Precision::kF32:
+      return !with_backward_;  // training's products read the weights the optimizer updates
+    case Precision::kBF16:
+      return true;
   }
+  return false;
 }
 
 void ModelWeights::prepare(const float* params, bool with_backward) {
   CHECK(params != nullptr, "ModelWeights::prepare without parameters");
+  CHECK(precision_ != Precision::kInt8 || !with_backward, "int8 weights are for inference only");
   params_ = params;
   with_backward_ = with_backward;
-  if (precision_ == Precision::kInt8) {
-    CHECK(!with_backward, "int8 weights are for inference only");
-    int8_.resize(static_cast<std::size_t>(config_.layers) * kProductsPerLayer);
-    for (int l = 0; l < config_.layers; ++l)
-      for (Role r : kLayerProducts) {
-        const auto [N, K] = shape(r);
-        int8_[slot(r, l)].prepare((*this)(r, l), N, K);
-      }
-    return;
+  const std::vector<ProductEntry>& products = layout_.products();
+  bf16_.clear();
+  int8_.clear();
+  f32_.clear();
+  switch (precision_) {
+    case Precision::kInt8:
+      int8_.resize(products.size());
+      break;
+    case Precision::kF32:
+      if (!with_backward) f32_.resize(products.size());
+      break;
+    case Precision::kBF16:
+      bf16_.resize(products.size());
+      break;
   }
-  if (precision_ == Precision::kF32) {
-    // Inference only: training's products read the plain weights the optimizer updates.
-    f32_.clear();
-    if (with_backward) return;
-    f32_.resize(slot(Role::kClsW, 0) + 1);
-    auto prepare_f32 = [&](Role r, int l) {
-      const auto [N, K] = shape(r);
-      f32_[slot(r, l)].prepare((*this)(r, l), N, K);
-    };
-    for (int l = 0; l < config_.layers; ++l)
-      for (Role r : kLayerProducts) prepare_f32(r, l);
-    prepare_f32(Role::kPreW, 0);
-    prepare_f32(Role::kClsW, 0);
-    return;
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    const ProductEntry& p = products[i];
+    if (!prepares(p)) continue;
+    const float* w = (*this)(p.weight, p.layer);
+    if (precision_ == Precision::kInt8) {
+      int8_[i].prepare(w, p.N, p.K);
+    } else if (precision_ == Precision::kF32) {
+      f32_[i].prepare(w, p.N, p.K);
+    } else {
+      bf16_[i].prepare(w, p.N, p.K, with_backward);
+    }
   }
-  bf16_.resize(slot(Role::kClsW, 0) + 1);
-  auto prepare_one = [&](Role r, int l) {
-    const auto [N, K] = shape(r);
-    bf16_[slot(r, l)].prepare((*this)(r, l), N, K, with_backward);
-  };
-  for (int l = 0; l < config_.layers; ++l)
-    for (Role r : kLayerProducts) prepare_one(r, l);
-  prepare_one(Role::kPreW, 0);
-  prepare_one(Role::kClsW, 0);
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> ModelWeights::unread_ranges() const {
   CHECK(prepared(), "unread_ranges before ModelWeights::prepare");
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (with_backward_) return out;
-  auto add = [&](Role r, int l) {
-    const auto [N, K] = shape(r);
-    out.emplace_back(layout_.offset(r, l), N * K);
-  };
-  for (int l = 0; l < config_.layers; ++l)
-    for (Role r : kLayerProducts) add(r, l);
-  if (precision_ != Precision::kInt8) {  // int8 runs the head on its fp32 weights
-    add(Role::kPreW, 0);
-    add(Role::kClsW, 0);
+  for (const ProductEntry& p : layout_.products()) {
+    if (prepares(p)) out.emplace_back(layout_.offset(p.weight, p.layer), p.N * p.K);
   }
   return out;
 }
 
 Linear ModelWeights::linear(Role r, int l) const {
   CHECK(prepared(), "the model's weights were used before ModelWeights::prepare");
-  const auto [N, K] = shape(r);
-  const bool head = r == Role::kPreW || r == Role::kClsW;
-  if (precision_ == Precision::kInt8 && !head) {
-    return Linear((*this)(r, l), (*this)(bias_of(r), l), &int8_[slot(r, l)], N, K);
+  const std::size_t i = layout_.product_index(r, l);
+  const ProductEntry& p = layout_.products()[i];
+  const float* w = (*this)(p.weight, p.layer);
+  const float* b = (*this)(p.bias, p.layer);
+  if (!prepares(p)) return Linear(w, b, static_cast<const PreparedWeightBf16*>(nullptr), p.N, p.K);
+  switch (precision_) {
+    case Precision::kInt8:
+      return Linear(w, b, &int8_[i], p.N, p.K);
+    case Precision::kF32:
+      return Linear(w, b, &f32_[i], p.N, p.K);
+    case Precision::kBF16:
+      break;
   }
-  if (precision_ == Precision::kF32 && !f32_.empty()) {
-    return Linear((*this)(r, l), (*this)(bias_of(r), l), &f32_[slot(r, l)], N, K);
-  }
-  const PreparedWeightBf16* prepared =
-      precision_ == Precision::kBF16 ? &bf16_[slot(r, l)] : nullptr;
-  return Linear((*this)(r, l), (*this)(bias_of(r), l), prepared, N, K);
+  return Linear(w, b, &bf16_[i], p.N, p.K);
 }
 
 }  // namespace bertfit

@@ -42,22 +42,24 @@ class ModelWeights {
   // (base/aligned.h's discard_pages); prepare() must not be called again on them.
   std::vector<std::pair<std::int64_t, std::int64_t>> unread_ranges() const;
 
-  // The product whose weight has role r: in layer l kQW (q, k and v fused, (3C,C)), kOW, kFf1W
-  // or kFf2W; in the head kPreW or kClsW. Bound to its weight, bias and prepared form.
+  // The product whose weight has role r (of layer l; the layout's products(), e.g. kQW for q, k
+  // and v fused, (3C,C)), bound to its weight, bias and prepared form.
   Linear linear(Role r, int l = 0) const;
 
  private:
-  std::size_t slot(Role r, int l) const;
-  std::pair<std::int64_t, std::int64_t> shape(Role r) const;
+  // Whether product p has a prepared form in this precision (int8: the quantized ones; fp32:
+  // all, without backward; bf16: all).
+  bool prepares(const ProductEntry& p) const;
 
   const ModelConfig& config_;
   const ParamLayout& layout_;
   Precision precision_;
   const float* params_ = nullptr;
   bool with_backward_ = false;
-  std::vector<PreparedWeightBf16> bf16_;  // bf16 only: per layer qkv, o, ff1, ff2; then the head's
-  std::vector<PreparedWeightInt8> int8_;  // int8 only: per layer qkv, o, ff1, ff2
-  std::vector<PreparedWeightF32> f32_;    // fp32 without backward: as bf16_
+  // One slot per product of the layout (products() order), filled where prepares().
+  std::vector<PreparedWeightBf16> bf16_;  // bf16
+  std::vector<PreparedWeightInt8> int8_;  // int8
+  std::vector<PreparedWeightF32> f32_;    // fp32 without backward
 };
 
 }  // namespace bertfit

@@ -68,7 +68,7 @@ TEST_P(ForwardGolden, EvalModeGradientsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ForwardGolden,
                          ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
-                                           "xlmr-tiny"),
+                                           "xlmr-tiny", "electra-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

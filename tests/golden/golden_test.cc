@@ -342,7 +342,7 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
-                                           "xlmr-tiny"),
+                                           "xlmr-tiny", "electra-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;

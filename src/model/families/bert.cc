@@ -88,7 +88,7 @@ const ModelFamily& bert_family() {
       .keys = kBertKeyNames,
       .config_keys = bert_config_keys(),
       .embeddings = {"bert.embeddings.", "word_embeddings", "position_embeddings",
-                     "token_type_embeddings", "LayerNorm"},
+                     "token_type_embeddings", "LayerNorm", nullptr},
       .layer = bert_layer_names("bert.encoder.layer."),
       .head = {"bert.pooler.dense", "classifier", ActKind::kTanh,
                /*dropout_before_dense=*/false},

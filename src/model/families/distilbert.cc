@@ -48,7 +48,7 @@ const ModelFamily& distilbert_family() {
                       "initializer_range", "qa_dropout", "seq_classif_dropout", "pad_token_id",
                       "tie_weights_"},
       .embeddings = {"distilbert.embeddings.", "word_embeddings", "position_embeddings",
-                     /*token_type=*/nullptr, "LayerNorm"},
+                     /*token_type=*/nullptr, "LayerNorm", nullptr},
       .layer = {"distilbert.transformer.layer.", "attention.q_lin", "attention.k_lin",
                 "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
                 "output_layer_norm"},

@@ -1,8 +1,8 @@
 // The reference classifier (see ref_model.h), straight from the formulas:
-//   x0 = LN(word[ids] + pos[t] (+ type[tt]))
+//   x0 = LN(word[ids] + pos[t] (+ type[tt])) (then x0·Wpᵀ + bp, ELECTRA's projection)
 //   per layer: q,k,v = x·Wqᵀ+bq, x·Wkᵀ+bk, x·Wvᵀ+bv; a = Attn(q,k,v)
 //              h1 = LN1(x + a·Woᵀ + bo); out = LN2(h1 + act(h1·W1ᵀ + b1)·W2ᵀ + b2)
-//   head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g = ReLU (DistilBERT) or tanh (BERT)
+//   head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g the family's (ReLU, tanh, GELU)
 // and the backward pass as the chain rule read bottom-up.
 #include "model/ref/ref_model.h"
 
@@ -61,12 +61,19 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   const std::int32_t* types = types_on ? in.token_type_ids.data() : nullptr;
   const AttentionShape shape{B, T, C, c.heads};
 
-  // Embeddings.
-  Vec emb(N * C), emb_mean(N), emb_rstd(N), x(N * C);
+  // Embeddings (E wide), projected to C when the layout has the projection (ELECTRA).
+  const int E = c.embedding_dim();
+  const bool project = lay.has(Role::kProjW);
+  Vec emb(N * E), emb_mean(N), emb_rstd(N), normed(N * E), x(N * C);
   embedding_forward(emb.data(), in.input_ids.data(), positions.data(), types, P(Role::kWordEmb),
-                    P(Role::kPosEmb), types_on ? P(Role::kTypeEmb) : nullptr, N, C);
-  layernorm_forward(x.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
-                    P(Role::kEmbLnB), N, C, eps);
+                    P(Role::kPosEmb), types_on ? P(Role::kTypeEmb) : nullptr, N, E);
+  layernorm_forward(normed.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
+                    P(Role::kEmbLnB), N, E, eps);
+  if (project) {
+    linear(x.data(), normed.data(), P(Role::kProjW), P(Role::kProjB), N, E, C);
+  } else {
+    x = normed;
+  }
   // Encoder layers.
   std::vector<Layer> saved(L);
   for (int l = 0; l < L; ++l) {
@@ -177,11 +184,17 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     linear_backward(dx.data(), G(Role::kVW, l), G(Role::kVB, l), dv.data(), s.x.data(),
                     P(Role::kVW, l), N, C, C);
   }
-  Vec demb(N * C);
-  layernorm_backward(demb.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), dx.data(), emb.data(),
-                     P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, C);
+  Vec dnormed = dx;
+  if (project) {
+    dnormed.assign(N * E, 0.0);
+    linear_backward(dnormed.data(), G(Role::kProjW), G(Role::kProjB), dx.data(), normed.data(),
+                    P(Role::kProjW), N, E, C);
+  }
+  Vec demb(N * E);
+  layernorm_backward(demb.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), dnormed.data(), emb.data(),
+                     P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, E);
   embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), types_on ? G(Role::kTypeEmb) : nullptr,
-                     demb.data(), in.input_ids.data(), positions.data(), types, N, C,
+                     demb.data(), in.input_ids.data(), positions.data(), types, N, E,
                      c.pad_token_id);
   return r;
 }

@@ -1,0 +1,119 @@
+// The sequence classifier head (see head.h for the formula) and the choice of a config's head.
+#include "model/head.h"
+
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "model/family.h"
+
+namespace bertfit {
+namespace {
+
+template <class T>
+void grow(AlignedBuffer<T>& b, std::int64_t n) {
+  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
+}
+
+class SequenceClassifierHead final : public Head {
+ public:
+  void declare(const ModelConfig& c, LayoutBuilder& b) const override {
+    const ClassifierHeadSpec& h = c.family->head;
+    b.group();
+    b.linear(h.dense, Role::kPreW, c.hidden, c.hidden, /*quantized=*/false);
+    b.linear(h.out, Role::kClsW, c.num_labels, c.hidden, /*quantized=*/false);
+  }
+
+  bool first_tokens_only() const override { return true; }
+
+  void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t /*rows*/,
+              bool training, bool bf16) const override {
+    const std::int64_t BC = batch * c.hidden, BK = batch * c.num_labels;
+    HeadActivations& h = a.head;
+    for (auto* b : {&h.x, &h.pre, &h.act, &h.drop}) grow(*b, BC);
+    for (auto* b : {&a.logits, &a.probs, &a.dlogits}) grow(*b, BK);
+    if (training) {
+      for (auto* b : {&h.d_x, &h.d_pre, &h.d_act}) grow(*b, BC);
+    }
+    if (bf16) {
+      grow(h.x_bf16, BC);
+      grow(h.drop_bf16, BC);
+    }
+  }
+
+  void forward(const ModelWeights& w, const DropoutState& d, Activations& a) const override {
+    const ModelConfig& c = w.config();
+    const ClassifierHeadSpec& spec = c.family->head;
+    const int B = a.B;
+    const std::int64_t BC = std::int64_t{B} * c.hidden;
+    HeadActivations& h = a.head;
+    const float* last = a.layer_out(c.layers - 1);
+    if (a.cls_only) {
+      std::memcpy(h.x.data(), last, sizeof(float) * BC);  // the last layer ran on those rows
+    } else {
+      gather_rows(h.x.data(), last, a.cls_rows.data(), B, c.hidden);
+    }
+    const float p = dropout_p(c, d);
+    if (spec.dropout_before_dense) {
+      dropout_forward(h.x.data(), h.x.data(), BC, p, dropout_key(d, c.layers, kSiteHeadInput));
+    }
+    w.linear(Role::kPreW).forward(Rows{h.pre.data()}, x_rows(a), B);
+    activation_forward(spec.activation, h.act.data(), h.pre.data(), BC);
+    dropout_forward(h.drop.data(), h.act.data(), BC, p, dropout_key(d, c.layers, kSiteClassifier));
+    w.linear(Role::kClsW).forward(Rows{a.logits.data()}, drop_rows(a), B);
+  }
+
+  void backward(const ModelWeights& w, const DropoutState& d, float* grads, Activations& a,
+                GradsReady& ready) const override {
+    const ModelConfig& c = w.config();
+    const ClassifierHeadSpec& spec = c.family->head;
+    const ParamLayout& lay = w.layout();
+    const int B = a.B;
+    const std::int64_t BC = std::int64_t{B} * c.hidden;
+    HeadActivations& h = a.head;
+    auto G = [&](Role r) { return grads + lay.offset(r); };
+    const LinearScratch scratch{a.dy_scratch()};
+    const float p = dropout_p(c, d);
+    w.linear(Role::kClsW)
+        .backward(h.d_act.data(), Output::kOverwrite, G(Role::kClsW), G(Role::kClsB),
+                  a.dlogits.data(), drop_rows(a), scratch, B);
+    dropout_backward(h.d_act.data(), h.d_act.data(), BC, p,
+                     dropout_key(d, c.layers, kSiteClassifier));
+    std::memset(h.d_pre.data(), 0, sizeof(float) * BC);
+    activation_backward(spec.activation, h.d_pre.data(), h.d_act.data(), h.pre.data(), h.act.data(),
+                        BC);
+    w.linear(Role::kPreW)
+        .backward(h.d_x.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB), h.d_pre.data(),
+                  x_rows(a), scratch, B);
+    if (spec.dropout_before_dense) {
+      dropout_backward(h.d_x.data(), h.d_x.data(), BC, p, dropout_key(d, c.layers, kSiteHeadInput));
+    }
+    if (a.cls_only) {
+      std::memcpy(a.d_out.data(), h.d_x.data(), sizeof(float) * BC);  // the last layer's rows
+    } else {
+      std::memset(a.d_out.data(), 0, sizeof(float) * a.N * c.hidden);
+      scatter_add_rows(a.d_out.data(), h.d_x.data(), a.cls_rows.data(), B, c.hidden);
+    }
+    ready.done();
+  }
+
+ private:
+  static float dropout_p(const ModelConfig& c, const DropoutState& d) {
+    return d.train ? static_cast<float>(c.classifier_dropout) : 0.0f;
+  }
+  // The products' inputs, with their bf16 slots in bf16.
+  static Rows x_rows(Activations& a) {
+    return {a.head.x.data(), a.bf16_now() ? a.head.x_bf16.data() : nullptr};
+  }
+  static Rows drop_rows(Activations& a) {
+    return {a.head.drop.data(), a.bf16_now() ? a.head.drop_bf16.data() : nullptr};
+  }
+};
+
+}  // namespace
+
+const Head& model_head(const ModelConfig& /*c*/) {
+  static const SequenceClassifierHead sequence_classifier;
+  return sequence_classifier;
+}
+
+}  // namespace bertfit

@@ -1,0 +1,48 @@
+// Heads: what turns the last encoder layer's hidden states into the model's outputs (logits),
+// behind one interface, so that a task's head is a declaration plus its own pieces. A head
+// declares its tensors and products into the layout, sizes its buffers (Activations::head and
+// the logits), and runs forward and backward on Activations.
+//
+// The sequence classifier (every family's *ForSequenceClassification), on each sequence's first
+// token h = out[:,0] of the last layer:
+//   logits = Wo · Drop(act(Wd · Drop?(h) + bd)) + bo
+// with the family's module names, activation (BERT's pooler and RoBERTa's tanh, DistilBERT's
+// ReLU, ELECTRA's GELU) and the dropout on h in the heads that have it (model/family.h,
+// ClassifierHeadSpec).
+#pragma once
+
+#include <cstdint>
+
+#include "model/activations.h"
+#include "model/config.h"
+#include "model/param_layout.h"
+#include "model/pass.h"
+#include "model/weights.h"
+
+namespace bertfit {
+
+class Head {
+ public:
+  virtual ~Head() = default;
+
+  // Its tensors and products (layer L of the layout), one gradient group.
+  virtual void declare(const ModelConfig& c, LayoutBuilder& b) const = 0;
+  // Whether it reads only each sequence's first token of the last layer (which then runs on
+  // those rows alone unless ModelInput::full_last_layer).
+  virtual bool first_tokens_only() const = 0;
+  // Sizes a.head and the logits (and their gradient) for `batch` sequences of `rows` token rows
+  // in all, as Activations::resize does (never shrinks).
+  virtual void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t rows,
+                      bool training, bool bf16) const = 0;
+  // From the last layer's output (a.layer_out(L-1)) to a.logits.
+  virtual void forward(const ModelWeights& w, const DropoutState& d, Activations& a) const = 0;
+  // From a.dlogits to a.d_out (the gradient w.r.t. the last layer's output rows), the head's
+  // gradients += into grads. One group done.
+  virtual void backward(const ModelWeights& w, const DropoutState& d, float* grads, Activations& a,
+                        GradsReady& ready) const = 0;
+};
+
+// The head a config's model has (a stateless object that lives for the whole program).
+const Head& model_head(const ModelConfig& c);
+
+}  // namespace bertfit
