@@ -238,8 +238,8 @@ TEST_F(ModelIo, MissingPoolerOfABertBaseModelIsInitialised) {
 
 TEST_F(ModelIo, ClassifierOfAnotherSizeIsRefusedOrStartedAnew) {
   const std::string dir = kGolden + "distilbert-tiny/model";
-  ASSERT_EQ(checkpoint_head_outputs(dir), std::optional<int>(2));
   ModelState golden = load_model(dir);
+  ASSERT_EQ(checkpoint_head_outputs(dir, golden.config), std::optional<int>(2));
   ModelConfig three = golden.config;
   three.num_labels = 3;
   three.id2label = {"a", "b", "c"};
@@ -263,8 +263,17 @@ TEST_F(ModelIo, BaseModelHasNoHeadOutputs) {
   std::string dir = rewritten("bert-tiny", [](const std::string& n) {
     return n.rfind("classifier", 0) == 0 ? std::nullopt : std::optional(n);
   });
-  EXPECT_EQ(checkpoint_head_outputs(dir), std::nullopt);
-  EXPECT_EQ(checkpoint_head_outputs(kGolden + "bert-tiny/model"), std::optional<int>(3));
+  const ModelConfig bert = load_model_config(dir + "/config.json");
+  EXPECT_EQ(checkpoint_head_outputs(dir, bert), std::nullopt);
+  EXPECT_EQ(checkpoint_head_outputs(kGolden + "bert-tiny/model", bert), std::optional<int>(3));
+  // The head's output module under the family's name (classifier.out_proj in RoBERTa and
+  // ELECTRA's heads).
+  for (auto [model, outputs] : {std::pair{"xlmr-tiny", 3}, std::pair{"electra-tiny", 2}}) {
+    const std::string folder = kGolden + model + "/model";
+    EXPECT_EQ(checkpoint_head_outputs(folder, load_model_config(folder + "/config.json")),
+              std::optional<int>(outputs))
+        << model;
+  }
 }
 
 TEST_F(ModelIo, NonFiniteWeightIsRefusedNamingTheTensor) {

@@ -139,6 +139,27 @@ TEST(FamiliesCli, TrainThenEvalReproducesTheRunsMetrics) {
   }
 }
 
+// A trained head is found under the family's name (classifier.out_proj): xlmr-tiny's 3 outputs on
+// MRPC's 2 labels are refused, or started anew with --ignore-mismatched-sizes.
+TEST(FamiliesCli, TrainedHeadOfAnotherSizeIsFoundUnderTheFamilysName) {
+  TempDir tmp;
+  const std::string line = "train --model " + golden("xlmr-tiny") + "/model --output " +
+                           (tmp / "out") + " --task mrpc --data " + shared_dir() +
+                           "/data/glue/MRPC --max-steps 1 --batch-size 4 --max-seq-len 32";
+  RunResult r = run_bertfit(line);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the model's classifier has 3 outputs but mrpc is"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "out"));
+  r = run_bertfit(line + " --ignore-mismatched-sizes");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("shapes did not match"), std::string::npos) << r.err;
+  const SafetensorsFile saved = SafetensorsFile::open(tmp / "out/model.safetensors");
+  const TensorInfo* out = saved.find("classifier.out_proj.weight");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->shape.dims, (std::vector<std::int64_t>{2, 16}));
+}
+
 TEST(FamiliesCli, InspectNamesTheFamily) {
   for (auto [model, type, cls] :
        {std::tuple{"roberta-tiny", "roberta", "RobertaForSequenceClassification"},
