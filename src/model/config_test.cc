@@ -129,6 +129,10 @@ TEST(Config, Rejections) {
   expect_config_error(with(b, "layer_norm_eps", 0), "'layer_norm_eps'", "positive");
   expect_config_error(with(d, "pad_token_id", 30522), "'pad_token_id'", "vocab_size");
   expect_config_error(with(b, "type_vocab_size", 0), "'type_vocab_size'", "");
+  // ELECTRA states its embedding size: without it the projection's shape would be a guess.
+  json e = golden_json("electra-tiny");
+  expect_config_error(without(e, "embedding_size"), "'embedding_size'", "missing");
+  expect_config_error(with(e, "embedding_size", 0), "'embedding_size'", "at least 1");
   expect_config_error(with(b, "is_decoder", true), "'is_decoder'", "");
   expect_config_error(json::array({1}), "", "JSON object");
   std::string msg = error_of([] { parse_model_config("{\"model_type\": ", "broken.json"); });
