@@ -1,11 +1,13 @@
 // Matrix-product FLOPs of the classifier, for throughput and MFU reports. Counts 2 FLOPs per
-// multiply-add of every matrix product (projections, attention scores and mixing, FFN, head);
+// multiply-add of every matrix product (the embedding projection where there is one, q/k/v/o,
+// attention scores and mixing, FFN, head);
 // elementwise work is not counted (it is a few percent and not what the peak measures).
 #pragma once
 
 #include <cstdint>
 
 #include "model/config.h"
+#include "model/embeddings.h"
 
 namespace bertfit {
 
@@ -25,7 +27,8 @@ inline double forward_flops(const ModelConfig& c, std::int64_t B, std::int64_t T
   const double full = layer(static_cast<double>(B * T), static_cast<double>(T));
   const double last = first_only_last_layer ? layer(static_cast<double>(B), 1.0) : full;
   const double head = 2.0 * B * C * C + 2.0 * B * C * c.num_labels;
-  return (c.layers - 1) * full + last + head;
+  const double projection = Embeddings::projects(c) ? 2.0 * B * T * c.embedding_dim() * C : 0.0;
+  return projection + (c.layers - 1) * full + last + head;
 }
 
 // A training step: forward, then backward's two products (dX and dW) per forward product.
