@@ -92,6 +92,8 @@ void run(const BenchOptions& o) {
   if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   ModelState state;
   if (!o.model_dir.empty()) {
+    // A model without a trained head (a base model, another task's) is measured with a new one,
+    // as train would start it: the head's values do not change the work.
     state = load_model(resolve_model_flag(o.model_dir, o.revision));
   } else {
     state = ModelState(ModelConfig::defaults(*o.arch));

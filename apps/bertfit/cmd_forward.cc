@@ -62,7 +62,8 @@ void run(const ForwardOptions& o) {
   if (precision == Precision::kInt8 && (o.train_mode || !o.grads_path.empty())) {
     throw_error("--precision int8 is for inference: no --grads or --train-mode with it");
   }
-  ModelState state = load_model(resolve_model_flag(o.model_dir, o.revision));
+  ModelState state =
+      load_model(resolve_model_flag(o.model_dir, o.revision), {.require_head = true});
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(o.batch_path));

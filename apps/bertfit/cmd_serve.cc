@@ -158,7 +158,7 @@ void run(const ServeOptions& o) {
   set_num_threads(1);
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
-  ModelState state = load_model(folder);
+  ModelState state = load_model(folder, {.require_head = true});
   const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
   const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);
@@ -216,7 +216,8 @@ void add_serve_command(CLI::App& app) {
       "text-embeddings-inference's routes: POST /predict (also / and /invocations), POST "
       "/tokenize, GET /health, /info and /metrics. Requests are batched dynamically on one "
       "compute worker. Prints `serve: listening on HOST:PORT` on stderr when ready; SIGINT or "
-      "SIGTERM stops it after the requests in flight are answered.");
+      "SIGTERM stops it after the requests in flight are answered. A model without a trained "
+      "sequence-classification head is refused at start.");
   add_flags(*cmd,
             join_flags({model_flags(o->model_dir, o->revision),
                         select_flags(compute_flags(o->compute), {"--precision", "--threads"})}));

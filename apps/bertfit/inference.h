@@ -31,8 +31,9 @@ struct InferenceModel {
   Precision precision;  // what runs here (runnable_precision)
 };
 
-// Sets the thread count, resolves --model, loads the folder and its tokenizer, and validates
-// the options.
+// Sets the thread count, resolves --model, loads the folder (refusing a model without a trained
+// sequence-classification head: LoadOptions::require_head) and its tokenizer, and validates the
+// options.
 InferenceModel load_for_inference(const InferenceOptions& o);
 
 // Progress of a long inference run on stderr ("what: done/total rows"): every 2 s (or

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/json.h"
+#include "model/architecture.h"
 #include "model/config_reader.h"
 #include "model/family.h"
 
@@ -249,6 +250,7 @@ ModelConfig parse_model_config_json(const json& j, const std::string& source) {
   }
   family.read_keys(r, c);
   parse_labels(j, source, c);
+  c.other_architecture = other_architecture(j, family, source);
   return c;
 }
 

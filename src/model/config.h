@@ -45,6 +45,11 @@ struct ModelConfig {
                                               // "multi_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
+  // config.json's architectures[0] when it names a class of the family other than its sequence
+  // classifier ("BertForTokenClassification", "BertModel": model/architecture.h), whose head
+  // weights are then not a sequence classifier's; "" when absent or the sequence classifier.
+  // Not written back: a saved config names the family's model_class.
+  std::string other_architecture;
 
   int head_dim() const { return hidden / heads; }
   int embedding_dim() const { return embedding > 0 ? embedding : hidden; }

@@ -74,6 +74,8 @@ TEST(Config, GoldenBert) {
 TEST(Config, BertBaseUncasedAndDefaults) {
   ModelConfig c = load_model_config(kShared + "/data/configs/bert-base-uncased-config.json");
   ModelConfig d = ModelConfig::defaults(model_family("bert"));
+  EXPECT_EQ(c.other_architecture, "BertForMaskedLM");  // a pre-trained encoder, no classifier
+  d.other_architecture = c.other_architecture;
   EXPECT_EQ(c, d);  // bert-base-uncased is BertConfig's defaults
   EXPECT_EQ(d.layers, 12);
   EXPECT_EQ(d.hidden, 768);

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "io/json.h"
 #include "io/mapped_file.h"
+#include "model/architecture.h"
 #include "model/family.h"
 #include "model/init.h"
 
@@ -71,10 +72,15 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
   std::set<std::string> used;
   std::set<std::string> head_present;
   std::vector<std::string> head_absent;  // in layout order
+  // A checkpoint of another class (config.json's architectures) holds no sequence-classifier
+  // head: its tensors of the same names (a token classifier's classifier.*) are another head's.
+  // Head modules of the base model (BERT's pooler) are still read.
+  const bool other_head = !config.other_architecture.empty();
   for (const ParamEntry& e : layout.entries()) {
     const std::string name = checkpoint_name(e.name);
-    const CheckpointTensor* t = checkpoint.find(name);
     const bool head = e.layer == layout.num_layers();
+    const bool task_head = head && !starts_with(e.name, prefix);
+    const CheckpointTensor* t = other_head && task_head ? nullptr : checkpoint.find(name);
     if (t == nullptr) {
       if (!head) {
         throw_error(checkpoint.path(), ": tensor '", name, "' is missing; config.json describes a ",
@@ -206,6 +212,41 @@ void say_new_head(const CheckpointMatch& match, const ModelConfig& config,
   if (log_config().rank == 0) log_warn(text);
 }
 
+// Refuses (LoadOptions::require_head) a model whose sequence-classification head would start
+// untrained: config.json's architectures names another class, or the weights lack the head.
+// One line naming the folder or the weights file, the head's tensors and what the checkpoint is.
+void require_trained_head(const CheckpointMatch& match, const ModelState& state,
+                          const std::string& dir, const std::string& weights_path) {
+  const ModelConfig& c = state.config;
+  std::vector<std::string> fresh;
+  for (std::size_t i = 0; i < match.names.size(); ++i) {
+    if (match.names[i].empty()) fresh.push_back("'" + state.layout.entries()[i].name + "'");
+  }
+  const std::string model_class = c.family->model_class;
+  const std::string tensors =
+      cat(fresh.size(), " tensor", fresh.size() == 1 ? "" : "s", ": ", join(fresh, 4));
+  const char* advice = "; fine-tune it with `bertfit train` first (which starts a new head)";
+  if (!c.other_architecture.empty()) {
+    const ArchitectureClass a =
+        classify_architecture(class_prefix(*c.family), c.other_architecture);
+    const std::string labels = c.other_architecture.ends_with("ForTokenClassification")
+                                   ? cat(", ", c.num_labels, " labels")
+                                   : "";
+    throw_error(dir, ": config.json's architectures says ", c.other_architecture, ", ", a.what,
+                labels, ", not a sequence classifier (", model_class, "): that head would start ",
+                "untrained (", tensors, ")", advice);
+  }
+  if (fresh.empty()) return;
+  const bool named = state.hf_config.is_object() && state.hf_config.contains("architectures") &&
+                     !state.hf_config["architectures"].is_null() &&
+                     !state.hf_config["architectures"].empty();
+  throw_error(weights_path, ": the ", model_class, " head is not in the checkpoint (", tensors, ")",
+              named ? cat(" though config.json's architectures says ", model_class)
+                    : "; config.json names no architectures and the tensors are a model without "
+                      "a sequence-classification head",
+              advice);
+}
+
 }  // namespace
 
 ModelState load_model(const std::string& dir, const LoadOptions& options) {
@@ -216,11 +257,14 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   const WeightsFile& weights = *find_weights(dir);  // the folder's errors before config.json's
   json hf = read_json_file(config_path);
   ModelState state(options.config ? *options.config : parse_model_config_json(hf, config_path));
+  // The folder's own architectures decide whose head its weights hold, whichever config runs.
+  state.config.other_architecture = other_architecture(hf, *state.config.family, config_path);
   state.hf_config = std::move(hf);
   const Checkpoint checkpoint = open_weights(dir, weights);
   const std::string& weights_path = checkpoint.path();
   CheckpointMatch match =
       match_checkpoint(checkpoint, state.layout, state.config, options.reinit_mismatched_head);
+  if (options.require_head) require_trained_head(match, state, dir, weights_path);
   const auto& entries = state.layout.entries();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (!match.names[i].empty()) {
@@ -238,9 +282,11 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   }
   say_new_head(match, state.config, state.layout, dir);
   if (!match.ignored.empty()) {
+    const std::string& other = state.config.other_architecture;
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
-             state.config.model_type(),
-             " sequence classifier does not use: ", join(match.ignored, 5));
+             state.config.model_type(), " sequence classifier does not use",
+             other.empty() ? "" : cat(" (config.json's architectures says ", other, ")"), ": ",
+             join(match.ignored, 5));
   }
   return state;
 }

@@ -43,10 +43,13 @@ struct CheckpointMatch {
 // Checks that every layout tensor is in the checkpoint with exactly its shape and a floating
 // dtype. Accepts base-model names (saved from DistilBertModel / BertModel: no prefix) and a
 // missing head (pre_classifier / pooler, classifier; each module wholly absent) as
-// from_pretrained does. Non-floating buffers (e.g. bert.embeddings.position_ids) are skipped.
-// Throws Error naming the file (the index, for a tensor missing from a sharded checkpoint) and
-// the tensor. With reinit_mismatched_head, classifier tensors whose shape differs are not an
-// error but initialised anew (transformers' ignore_mismatched_sizes).
+// from_pretrained does. When config.other_architecture names another class (a token
+// classifier, a base model), the head modules outside the base model (all but BERT's pooler)
+// are initialised whatever the checkpoint holds under their names, which are then ignored.
+// Non-floating buffers (e.g. bert.embeddings.position_ids) are skipped. Throws Error naming the
+// file (the index, for a tensor missing from a sharded checkpoint) and the tensor. With
+// reinit_mismatched_head, classifier tensors whose shape differs are not an error but initialised
+// anew (transformers' ignore_mismatched_sizes).
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config, bool reinit_mismatched_head = false);
 
@@ -70,15 +73,21 @@ struct LoadOptions {
   const ModelConfig* config = nullptr;
   bool reinit_mismatched_head = false;  // see match_checkpoint
   std::uint64_t head_init_seed = 42;
+  // Inference (eval, predict, forward, serve): the model must hold a trained sequence-
+  // classification head. Error when config.json's architectures names another class (a base
+  // model, another task's head: model/architecture.h) or, whatever it names, when any head
+  // tensor is missing; training starts a new head instead.
+  bool require_head = false;
 };
 
 // Loads dir/config.json and the folder's weights (open_model_weights); fp16, bf16 and fp64
-// tensors become fp32. Head modules absent from the checkpoint (or mismatched, with
-// reinit_mismatched_head) are initialised as transformers does (with head_init_seed), said
-// once on stderr in transformers' words; unused floating tensors are ignored with a warning.
-// Throws Error for a missing folder or file, a checkpoint bertfit refuses (see io/pytorch.h
-// and io/checkpoint.h), any mismatch, or a parameter that is NaN or infinite (naming the
-// tensor).
+// tensors become fp32. The config's other_architecture is always dir/config.json's (also with
+// options.config), since it says what the weights hold. Head modules absent from the checkpoint (or
+// mismatched, with reinit_mismatched_head) are initialised as transformers does (with
+// head_init_seed), said once on stderr in transformers' words; unused floating tensors are ignored
+// with a warning. Throws Error for a missing folder or file, a checkpoint bertfit refuses (see
+// io/pytorch.h and io/checkpoint.h), any mismatch, or a parameter that is NaN or infinite (naming
+// the tensor).
 ModelState load_model(const std::string& dir, const LoadOptions& options = {});
 
 // Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order) and the

@@ -1,0 +1,125 @@
+// config.json's architectures classified per family (model/architecture.h): the family's
+// sequence classifier, classes without a classification head, other tasks' heads, and another
+// family's class, which parsing refuses naming the file and the key.
+#include "model/architecture.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/error.h"
+#include "model/config.h"
+#include "model/family.h"
+
+namespace bertfit {
+namespace {
+
+using nlohmann::json;
+
+ArchitectureKind kind(std::string_view prefix, std::string_view name) {
+  return classify_architecture(prefix, name).kind;
+}
+
+TEST(Architecture, ClassPrefixes) {
+  EXPECT_EQ(class_prefix(model_family("bert")), "Bert");
+  EXPECT_EQ(class_prefix(model_family("distilbert")), "DistilBert");
+  EXPECT_EQ(class_prefix(model_family("roberta")), "Roberta");
+  EXPECT_EQ(class_prefix(model_family("xlm-roberta")), "XLMRoberta");
+  EXPECT_EQ(class_prefix(model_family("camembert")), "Camembert");
+}
+
+TEST(Architecture, SequenceClassifiers) {
+  for (const ModelFamily* f : model_families()) {
+    EXPECT_EQ(kind(class_prefix(*f), f->model_class), ArchitectureKind::kSequenceClassifier)
+        << f->model_class;
+  }
+}
+
+TEST(Architecture, ClassesWithoutAClassificationHead) {
+  for (const char* name : {"BertModel", "BertForMaskedLM", "BertForPreTraining", "BertLMHeadModel",
+                           "BertForCausalLM"}) {
+    EXPECT_EQ(kind("Bert", name), ArchitectureKind::kNoHead) << name;
+  }
+  EXPECT_EQ(kind("DistilBert", "DistilBertModel"), ArchitectureKind::kNoHead);
+  EXPECT_EQ(kind("Roberta", "RobertaModel"), ArchitectureKind::kNoHead);
+  EXPECT_EQ(kind("XLMRoberta", "XLMRobertaForMaskedLM"), ArchitectureKind::kNoHead);
+  EXPECT_EQ(kind("Electra", "ElectraModel"), ArchitectureKind::kNoHead);
+  EXPECT_EQ(kind("Electra", "ElectraForPreTraining"), ArchitectureKind::kNoHead);
+  EXPECT_EQ(kind("Electra", "ElectraDiscriminator"), ArchitectureKind::kNoHead);
+  EXPECT_NE(classify_architecture("Bert", "BertModel").what.find("base model"), std::string::npos);
+}
+
+TEST(Architecture, OtherTasksHeads) {
+  for (const char* name :
+       {"BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice",
+        "BertForNextSentencePrediction", "BertForSomethingNew"}) {
+    EXPECT_EQ(kind("Bert", name), ArchitectureKind::kOtherHead) << name;
+  }
+  EXPECT_EQ(kind("DistilBert", "DistilBertForTokenClassification"), ArchitectureKind::kOtherHead);
+  EXPECT_EQ(kind("Roberta", "RobertaForTokenClassification"), ArchitectureKind::kOtherHead);
+  EXPECT_NE(classify_architecture("Bert", "BertForTokenClassification").what.find("every token"),
+            std::string::npos);
+}
+
+TEST(Architecture, AnotherFamilysClass) {
+  EXPECT_EQ(kind("Bert", "RobertaForSequenceClassification"), ArchitectureKind::kOtherFamily);
+  EXPECT_EQ(kind("Bert", "DistilBertForSequenceClassification"), ArchitectureKind::kOtherFamily);
+  EXPECT_EQ(kind("DistilBert", "BertForSequenceClassification"), ArchitectureKind::kOtherFamily);
+  EXPECT_EQ(kind("Roberta", "XLMRobertaModel"), ArchitectureKind::kOtherFamily);
+  EXPECT_EQ(kind("Bert", "Bert"), ArchitectureKind::kOtherFamily);
+  EXPECT_EQ(kind("Bert", ""), ArchitectureKind::kOtherFamily);
+}
+
+std::string error_of(const json& j) {
+  try {
+    parse_model_config_json(j, "m/config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A tiny BERT config.json with `architectures` set to the given value.
+json tiny_bert(const json& architectures) {
+  return {{"model_type", "bert"},          {"vocab_size", 100},        {"hidden_size", 8},
+          {"num_hidden_layers", 1},        {"num_attention_heads", 2}, {"intermediate_size", 16},
+          {"architectures", architectures}};
+}
+
+std::string other_of(const json& architectures) {
+  return parse_model_config_json(tiny_bert(architectures), "c").other_architecture;
+}
+
+TEST(Architecture, ConfigKeepsOnlyAnotherClass) {
+  json absent = tiny_bert(nullptr);
+  absent.erase("architectures");
+  EXPECT_EQ(parse_model_config_json(absent, "c").other_architecture, "");
+  EXPECT_EQ(other_of(nullptr), "");
+  EXPECT_EQ(other_of(json::array()), "");
+  EXPECT_EQ(other_of(json::array({"BertForSequenceClassification"})), "");
+  EXPECT_EQ(other_of(json::array({"BertForTokenClassification"})), "BertForTokenClassification");
+  EXPECT_EQ(other_of(json::array({"BertModel", "BertForMaskedLM"})), "BertModel");
+  // Saved configs name the family's sequence classifier.
+  ModelConfig c = parse_model_config_json(tiny_bert(json::array({"BertForMaskedLM"})), "c");
+  const json saved = json::parse(model_config_to_json(c));
+  EXPECT_EQ(saved["architectures"], json::array({"BertForSequenceClassification"}));
+  EXPECT_EQ(parse_model_config_json(saved, "saved").other_architecture, "");
+}
+
+TEST(Architecture, InconsistentOrMalformedEntriesAreErrorsNamingFileAndKey) {
+  std::string e = error_of(tiny_bert(json::array({"RobertaForSequenceClassification"})));
+  EXPECT_NE(e.find("m/config.json: key 'architectures' names RobertaForSequenceClassification"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("model_type' is bert"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  e = error_of(tiny_bert("BertModel"));
+  EXPECT_NE(e.find("m/config.json: key 'architectures' must be a list"), std::string::npos) << e;
+  e = error_of(tiny_bert(json::array({42})));
+  EXPECT_NE(e.find("m/config.json: key 'architectures' must hold class names"), std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace bertfit
