@@ -29,7 +29,7 @@ void run(const EvalOptions& o) {
     throw_error("give either --task with --data, or --dev-file with its columns");
   }
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
-  InferenceModel m = load_for_inference(o.model);
+  InferenceModel m = load_for_inference(o.model, "eval");
   const ModelState& state = m.state;
   // A GLUE task's labels come from the task table, in the model's order when it holds them in
   // another; custom data is read as the model was fine-tuned (its problem type and label names).

@@ -97,11 +97,21 @@ void run(const ForwardOptions& o) {
   weights.prepare(state.params.data(), /*with_backward=*/in.for_backward || dropout.train);
   model.forward(weights, in, dropout, acts);
   const int K = c.num_labels;
+  const bool tokens = c.head == HeadKind::kTokenClassification;
   nlohmann::json out;
   out["logits"] = nlohmann::json::array();
   for (int b = 0; b < B; ++b) {
-    out["logits"].push_back(
-        std::vector<float>(acts.logits.data() + b * K, acts.logits.data() + (b + 1) * K));
+    if (!tokens) {
+      out["logits"].push_back(
+          std::vector<float>(acts.logits.data() + b * K, acts.logits.data() + (b + 1) * K));
+      continue;
+    }
+    nlohmann::json row = nlohmann::json::array();  // a token classifier: (T,K) per sequence
+    for (int t = 0; t < T; ++t) {
+      const float* l = acts.logits.data() + (std::int64_t{b} * T + t) * K;
+      row.push_back(std::vector<float>(l, l + K));
+    }
+    out["logits"].push_back(std::move(row));
   }
   if (j.contains("labels")) {
     if (!j["labels"].is_array() || static_cast<int>(j["labels"].size()) != B) {
@@ -113,7 +123,28 @@ void run(const ForwardOptions& o) {
       if (!v.is_number()) throw_error(o.batch_path, ": \"labels\" must hold numbers");
       return v.get<float>();
     };
+    auto class_id = [&](const nlohmann::json& v) {
+      const float l = number(v);
+      if (l != static_cast<int>(l) || l < 0 || l >= K) {
+        throw_error(o.batch_path, ": label ", v.dump(), " is not a class id in [0, ", K, ")");
+      }
+      return l;
+    };
+    int labelled = 0;
     for (const auto& v : j["labels"]) {
+      if (tokens) {
+        // a token classifier: a row of T class ids per sequence, -100 where no label applies
+        if (!v.is_array() || static_cast<int>(v.size()) != T) {
+          throw_error(o.batch_path, ": a token classifier needs each label as a row of ", T,
+                      " class ids (-100: none), got ", v.dump());
+        }
+        for (const auto& x : v) {
+          const bool ignored = x.is_number() && x.get<float>() == kIgnoredLabel;
+          labels.push_back(ignored ? kIgnoredLabel : class_id(x));
+          labelled += !ignored;
+        }
+        continue;
+      }
       if (multi) {
         // multi-label: a multi-hot row of K numbers in [0, 1] per sequence
         if (!v.is_array() || static_cast<int>(v.size()) != K) {
@@ -130,10 +161,10 @@ void run(const ForwardOptions& o) {
       }
       const float l = number(v);
       if (!std::isfinite(l)) throw_error(o.batch_path, ": label ", v.dump(), " is not finite");
-      if (!c.is_regression() && (l != static_cast<int>(l) || l < 0 || l >= K)) {
-        throw_error(o.batch_path, ": label ", v.dump(), " is not a class id in [0, ", K, ")");
-      }
-      labels.push_back(l);
+      labels.push_back(c.is_regression() ? l : class_id(v));
+    }
+    if (tokens && labelled == 0) {
+      throw_error(o.batch_path, ": every token's label is -100: no loss to compute");
     }
     out["loss"] = model.loss(labels.data(), 1.0f, acts);
     if (!o.grads_path.empty()) {

@@ -32,12 +32,13 @@ std::string join(const std::vector<std::string>& items, std::size_t max_items) {
 }
 
 void print_config(const ModelConfig& c) {
-  std::printf("arch:          %s (%s)\n", c.model_type(), c.family->model_class);
+  std::printf("arch:          %s (%s)\n", c.model_type(), c.family->class_for(c.head).c_str());
+  std::printf("head:          %s\n", head_kind_name(c.head));
   if (!c.other_architecture.empty()) {
     std::printf(
-        "checkpoint:    %s per config.json's architectures: no sequence-classification "
-        "head (eval, predict, forward and serve refuse it; train starts a new one)\n",
-        c.other_architecture.c_str());
+        "checkpoint:    %s per config.json's architectures: no %s head (eval, predict, forward "
+        "and serve refuse it; train starts a new one)\n",
+        c.other_architecture.c_str(), head_kind_name(c.head));
   }
   std::printf(
       "sizes:         vocab %d, hidden %d, layers %d, heads %d (head dim %d), "

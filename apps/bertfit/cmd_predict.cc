@@ -75,7 +75,7 @@ void run(const PredictOptions& o) {
   if (!(o.threshold >= 0 && o.threshold <= 1)) {
     throw_error("--threshold must be in [0, 1], got ", o.threshold);
   }
-  InferenceModel m = load_for_inference(o.model);
+  InferenceModel m = load_for_inference(o.model, "predict");
   const ModelState& state = m.state;
   const DataOptions& d = o.data;
   std::vector<std::string> specs = {d.text_a_column};

@@ -18,6 +18,7 @@
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
+#include "apps/bertfit/inference.h"
 #include "apps/bertfit/model_source.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -159,6 +160,7 @@ void run(const ServeOptions& o) {
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   ModelState state = load_model(folder, {.require_head = true});
+  require_sequence_head(state.config, folder, "serve");
   const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
   const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);

@@ -55,6 +55,7 @@ struct HeadActivations {
   AlignedBuffer<float> drop;  // (R,C) the same after dropout: the output product's input
   AlignedBuffer<float> d_x, d_pre, d_act;          // (R,C) backward
   AlignedBuffer<std::uint16_t> x_bf16, drop_bf16;  // (R,C) bf16: the products' inputs
+  AlignedBuffer<float> out, d_out;  // (R,K) outputs per row before they are laid out as logits
 };
 
 // The position id of every token of a padded (B,T) batch of ids, by the family's rule
@@ -87,9 +88,11 @@ struct Activations {
   std::vector<std::int64_t> first_rows;  // (B) padded row b·T of each sequence's first token
   AlignedBuffer<float> first_x;          // (B,C) the last layer's input at those rows
   HeadActivations head;                  // sized by the head (model/head.h)
-  AlignedBuffer<float> logits;           // (B,K) the head's outputs
-  AlignedBuffer<float> probs;            // (B,K) softmax of logits (classification)
-  AlignedBuffer<float> dlogits;          // (B,K) gradient of the loss w.r.t. the logits
+  // The head's outputs: (B,K) for a sequence head, (B·T,K) in the padded layout for a token
+  // head (padding rows 0); probs and dlogits alike.
+  AlignedBuffer<float> logits;
+  AlignedBuffer<float> probs;    // softmax of logits (classification)
+  AlignedBuffer<float> dlogits;  // gradient of the loss w.r.t. the logits
 
   // Backward scratch, reused by every layer.
   AlignedBuffer<float> d_out, d_in;              // (N,C) gradient w.r.t. a layer's output / input

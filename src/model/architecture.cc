@@ -29,7 +29,7 @@ constexpr KnownClass kKnownClasses[] = {
     {"Discriminator", ArchitectureKind::kNoHead,
      "a pre-training discriminator (no classification head)"},
     {"Generator", ArchitectureKind::kNoHead, "a pre-training generator (no classification head)"},
-    {"ForTokenClassification", ArchitectureKind::kOtherHead,
+    {"ForTokenClassification", ArchitectureKind::kTokenClassifier,
      "a token classifier (a label for every token)"},
     {"ForQuestionAnswering", ArchitectureKind::kOtherHead,
      "an extractive question-answering model (answer-span start and end logits)"},
@@ -57,8 +57,8 @@ ArchitectureClass classify_architecture(std::string_view prefix, std::string_vie
   return {ArchitectureKind::kOtherHead, "a model with another task's head"};
 }
 
-std::string other_architecture(const nlohmann::json& hf, const ModelFamily& family,
-                               const std::string& source) {
+std::string architecture_of(const nlohmann::json& hf, const ModelFamily& family,
+                            const std::string& source) {
   if (!hf.is_object() || !hf.contains("architectures") || hf["architectures"].is_null()) return "";
   const nlohmann::json& list = hf["architectures"];
   if (!list.is_array()) {
@@ -77,7 +77,13 @@ std::string other_architecture(const nlohmann::json& hf, const ModelFamily& fami
                 "* class, but 'model_type' is ", family.model_type, " (", family.model_class,
                 "); the two must describe the same model");
   }
-  return c.kind == ArchitectureKind::kSequenceClassifier ? "" : name;
+  return name;
+}
+
+std::string other_architecture(const nlohmann::json& hf, const ModelFamily& family, HeadKind head,
+                               const std::string& source) {
+  const std::string name = architecture_of(hf, family, source);
+  return name == family.class_for(head) ? "" : name;
 }
 
 }  // namespace bertfit

@@ -9,12 +9,15 @@
 #include <string>
 #include <string_view>
 
+#include "model/head_kind.h"
+
 namespace bertfit {
 
 struct ModelFamily;
 
 enum class ArchitectureKind {
   kSequenceClassifier,  // "BertForSequenceClassification": the family's model_class
+  kTokenClassifier,     // "BertForTokenClassification"
   kNoHead,       // "BertModel", "BertForMaskedLM", "BertForPreTraining", "ElectraForPreTraining"
   kOtherHead,    // "BertForTokenClassification", "BertForQuestionAnswering", ...
   kOtherFamily,  // the name does not start with the family's class prefix
@@ -35,11 +38,14 @@ std::string class_prefix(const ModelFamily& family);
 // "Discriminator" / "Generator") have no classification head; any other rest is another head.
 ArchitectureClass classify_architecture(std::string_view prefix, std::string_view name);
 
-// config.json's architectures[0] when it names a class of `family` other than its sequence
-// classifier (which config.h keeps as ModelConfig::other_architecture); "" when the key is
-// absent, null, empty, or names the sequence classifier. Error naming `source` and the key for
-// a value that is not a list of strings, or a class of another family.
+// config.json's architectures[0] ("" when the key is absent, null or empty). Error naming
+// `source` and the key for a value that is not a list of strings, or a class of another family.
+std::string architecture_of(const nlohmann::json& hf_config, const ModelFamily& family,
+                            const std::string& source);
+
+// architecture_of's class when it is not `family`'s class for `head` (which config.h keeps as
+// ModelConfig::other_architecture); "" when absent or that class.
 std::string other_architecture(const nlohmann::json& hf_config, const ModelFamily& family,
-                               const std::string& source);
+                               HeadKind head, const std::string& source);
 
 }  // namespace bertfit

@@ -33,7 +33,11 @@ TEST(Architecture, SequenceClassifiers) {
   for (const ModelFamily* f : model_families()) {
     EXPECT_EQ(kind(class_prefix(*f), f->model_class), ArchitectureKind::kSequenceClassifier)
         << f->model_class;
+    const std::string token = f->class_for(HeadKind::kTokenClassification);
+    EXPECT_EQ(kind(class_prefix(*f), token), ArchitectureKind::kTokenClassifier) << token;
   }
+  EXPECT_EQ(model_family("xlm-roberta").class_for(HeadKind::kTokenClassification),
+            "XLMRobertaForTokenClassification");
 }
 
 TEST(Architecture, ClassesWithoutAClassificationHead) {
@@ -51,13 +55,10 @@ TEST(Architecture, ClassesWithoutAClassificationHead) {
 }
 
 TEST(Architecture, OtherTasksHeads) {
-  for (const char* name :
-       {"BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice",
-        "BertForNextSentencePrediction", "BertForSomethingNew"}) {
+  for (const char* name : {"BertForQuestionAnswering", "BertForMultipleChoice",
+                           "BertForNextSentencePrediction", "BertForSomethingNew"}) {
     EXPECT_EQ(kind("Bert", name), ArchitectureKind::kOtherHead) << name;
   }
-  EXPECT_EQ(kind("DistilBert", "DistilBertForTokenClassification"), ArchitectureKind::kOtherHead);
-  EXPECT_EQ(kind("Roberta", "RobertaForTokenClassification"), ArchitectureKind::kOtherHead);
   EXPECT_NE(classify_architecture("Bert", "BertForTokenClassification").what.find("every token"),
             std::string::npos);
 }
@@ -98,13 +99,29 @@ TEST(Architecture, ConfigKeepsOnlyAnotherClass) {
   EXPECT_EQ(other_of(nullptr), "");
   EXPECT_EQ(other_of(json::array()), "");
   EXPECT_EQ(other_of(json::array({"BertForSequenceClassification"})), "");
-  EXPECT_EQ(other_of(json::array({"BertForTokenClassification"})), "BertForTokenClassification");
+  EXPECT_EQ(other_of(json::array({"BertForQuestionAnswering"})), "BertForQuestionAnswering");
   EXPECT_EQ(other_of(json::array({"BertModel", "BertForMaskedLM"})), "BertModel");
   // Saved configs name the family's sequence classifier.
   ModelConfig c = parse_model_config_json(tiny_bert(json::array({"BertForMaskedLM"})), "c");
+  EXPECT_EQ(c.head, HeadKind::kSequenceClassification);
   const json saved = json::parse(model_config_to_json(c));
   EXPECT_EQ(saved["architectures"], json::array({"BertForSequenceClassification"}));
   EXPECT_EQ(parse_model_config_json(saved, "saved").other_architecture, "");
+}
+
+// The token classifier's class gives the config a token head, which a saved config names.
+TEST(Architecture, TokenClassifierClassGivesATokenHead) {
+  ModelConfig c =
+      parse_model_config_json(tiny_bert(json::array({"BertForTokenClassification"})), "c");
+  EXPECT_EQ(c.head, HeadKind::kTokenClassification);
+  EXPECT_EQ(c.other_architecture, "");
+  const json saved = json::parse(model_config_to_json(c));
+  EXPECT_EQ(saved["architectures"], json::array({"BertForTokenClassification"}));
+  EXPECT_EQ(parse_model_config_json(saved, "saved"), c);
+  // Relative to a sequence head, the token classifier is another class.
+  EXPECT_EQ(other_architecture(tiny_bert(json::array({"BertForTokenClassification"})),
+                               model_family("bert"), HeadKind::kSequenceClassification, "c"),
+            "BertForTokenClassification");
 }
 
 TEST(Architecture, InconsistentOrMalformedEntriesAreErrorsNamingFileAndKey) {

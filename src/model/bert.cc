@@ -55,18 +55,53 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
 }
 
 double BertModel::loss(const float* labels, float scale, Activations& a) const {
-  const int B = a.B, K = config_.num_labels;
-  std::memset(a.dlogits.data(), 0, sizeof(float) * B * K);
+  if (config_.head == HeadKind::kTokenClassification) return token_loss(labels, scale, a);
+  return row_loss(a.logits.data(), a.probs.data(), a.dlogits.data(), labels, a.B, scale);
+}
+
+double BertModel::token_loss(const float* labels, float scale, Activations& a) const {
+  // Cross-entropy over the positions whose label is not -100, as transformers' CrossEntropyLoss
+  // (ignore_index -100): the labelled rows gathered, their loss taken as a sequence head's, the
+  // gradient scattered back (0 elsewhere).
+  const int K = config_.num_labels;
+  const std::int64_t padded = std::int64_t{a.B} * a.T;
+  std::vector<std::int64_t> rows;
+  for (std::int64_t p = 0; p < padded; ++p) {
+    if (labels[p] != kIgnoredLabel) rows.push_back(p);
+  }
+  const int M = static_cast<int>(rows.size());
+  CHECK(M > 0, "a token-classification batch without a labelled token");
+  std::vector<float> logits(static_cast<std::size_t>(M) * K), probs(logits.size()),
+      dlogits(logits.size()), row_labels(M);
+  for (int m = 0; m < M; ++m) {
+    std::memcpy(&logits[static_cast<std::size_t>(m) * K], a.logits.data() + rows[m] * K, sizeof(float) * K);
+    row_labels[m] = labels[rows[m]];
+  }
+  const double l =
+      row_loss(logits.data(), probs.data(), dlogits.data(), row_labels.data(), M, scale);
+  std::memset(a.dlogits.data(), 0, sizeof(float) * padded * K);
+  std::memset(a.probs.data(), 0, sizeof(float) * padded * K);
+  for (int m = 0; m < M; ++m) {
+    std::memcpy(a.dlogits.data() + rows[m] * K, &dlogits[static_cast<std::size_t>(m) * K], sizeof(float) * K);
+    std::memcpy(a.probs.data() + rows[m] * K, &probs[static_cast<std::size_t>(m) * K], sizeof(float) * K);
+  }
+  return l;
+}
+
+double BertModel::row_loss(const float* logits, float* probs, float* dlogits, const float* labels,
+                           int B, float scale) const {
+  const int K = config_.num_labels;
+  std::memset(dlogits, 0, sizeof(float) * B * K);
   switch (config_.problem()) {
     case ProblemType::kRegression: {
       CHECK(K == 1, "regression needs one output, got ", K);
-      double l = mse_forward(a.logits.data(), labels, B);
-      mse_backward(a.dlogits.data(), a.logits.data(), labels, B, scale);
+      double l = mse_forward(logits, labels, B);
+      mse_backward(dlogits, logits, labels, B, scale);
       return l;
     }
     case ProblemType::kMultiLabel: {
-      double l = bce_with_logits_forward(a.probs.data(), a.logits.data(), labels, B, K);
-      bce_with_logits_backward(a.dlogits.data(), a.probs.data(), labels, B, K, scale);
+      double l = bce_with_logits_forward(probs, logits, labels, B, K);
+      bce_with_logits_backward(dlogits, probs, labels, B, K, scale);
       return l;
     }
     case ProblemType::kSingleLabel:
@@ -80,14 +115,14 @@ double BertModel::loss(const float* labels, float scale, Activations& a) const {
   const LossOptions& o = loss_options_;
   if (!o.plain()) {
     const double* weights = o.class_weights.empty() ? nullptr : o.class_weights.data();
-    const double l = weighted_cross_entropy_forward(a.probs.data(), a.logits.data(), ids.data(), B,
-                                                    K, weights, o.label_smoothing);
-    weighted_cross_entropy_backward(a.dlogits.data(), a.probs.data(), ids.data(), B, K, weights,
-                                    o.label_smoothing, scale);
+    const double l =
+        weighted_cross_entropy_forward(probs, logits, ids.data(), B, K, weights, o.label_smoothing);
+    weighted_cross_entropy_backward(dlogits, probs, ids.data(), B, K, weights, o.label_smoothing,
+                                    scale);
     return l;
   }
-  double l = cross_entropy_forward(a.probs.data(), a.logits.data(), ids.data(), B, K);
-  cross_entropy_backward(a.dlogits.data(), a.probs.data(), ids.data(), B, K, scale);
+  double l = cross_entropy_forward(probs, logits, ids.data(), B, K);
+  cross_entropy_backward(dlogits, probs, ids.data(), B, K, scale);
   return l;
 }
 

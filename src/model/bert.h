@@ -18,6 +18,10 @@
 
 namespace bertfit {
 
+// A token's label that no loss reads (transformers' ignore_index: special tokens, a word's later
+// sub-tokens, padding).
+inline constexpr float kIgnoredLabel = -100.0f;
+
 // One padded batch: B sequences of T tokens, row-major (B,T).
 struct ModelInput {
   int B = 0, T = 0;
@@ -65,9 +69,11 @@ class BertModel {
   void forward(const ModelWeights& weights, const ModelInput& in, const DropoutState& dropout,
                Activations& acts) const;
 
-  // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF
-  // for the config's problem type: single-label, labels (B) class ids as floats, mean
-  // cross-entropy; regression, labels (B) targets, mean squared error; multi-label, labels
+  // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF.
+  // A token head: labels (B·T) padded, one per token, kIgnoredLabel (-100) where no label
+  // applies (at least one must); the mean cross-entropy over the others, as below for each.
+  // A sequence head, for the config's problem type: single-label, labels (B) class ids as floats,
+  // mean cross-entropy; regression, labels (B) targets, mean squared error; multi-label, labels
   // (B,K) multi-hot rows, binary cross-entropy on logits averaged over B·K. Single-label takes
   // the loss options: with class weights the mean is weighted (Σ w[y]·loss / Σ w[y]).
   double loss(const float* labels, float scale, Activations& acts) const;
@@ -96,6 +102,11 @@ class BertModel {
   Precision precision() const { return precision_; }
 
  private:
+  double token_loss(const float* labels, float scale, Activations& acts) const;
+  // The loss of B rows of logits (B,K), into probs and dlogits (B,K).
+  double row_loss(const float* logits, float* probs, float* dlogits, const float* labels, int B,
+                  float scale) const;
+
   const ModelConfig& config_;
   const ParamLayout& layout_;
   Precision precision_;

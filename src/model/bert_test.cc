@@ -41,8 +41,11 @@ struct Batch {
   ModelInput input() const { return {B, T, ids.data(), types.data(), mask.data()}; }
 };
 
-void check_ready_reports(const ModelFamily& arch, Precision precision, bool train) {
+void check_ready_reports(const ModelFamily& arch, Precision precision, bool train,
+                         HeadKind head = HeadKind::kSequenceClassification) {
+  SCOPED_TRACE(std::string(arch.model_type) + " " + head_kind_name(head));
   ModelConfig c = small_test_config(arch, 3);
+  c.head = head;
   ParamLayout layout(c);
   AlignedBuffer<float> params(layout.total()), grads(layout.total());
   init_params(layout, c, 5, params.data());
@@ -55,7 +58,12 @@ void check_ready_reports(const ModelFamily& arch, Precision precision, bool trai
   ModelWeights weights = model.make_weights();
   weights.prepare(params.data(), /*with_backward=*/true);
   model.forward(weights, in, dropout, acts);
-  const std::vector<float> labels = {0, 2, 1};
+  std::vector<float> labels = {0, 2, 1};
+  if (head == HeadKind::kTokenClassification) {  // a label per real token, -100 elsewhere
+    labels.clear();
+    for (std::size_t p = 0; p < batch.mask.size(); ++p)
+      labels.push_back(batch.mask[p] != 0 ? static_cast<float>(p % 3) : kIgnoredLabel);
+  }
   model.loss(labels.data(), 1.0f, acts);
   grads.zero();
   std::vector<std::int64_t> reported;
@@ -79,6 +87,7 @@ TEST(BertModel, BackwardReportsFinishedGradientsWhereItSays) {
     check_ready_reports(*arch, Precision::kF32, true);
     check_ready_reports(*arch, Precision::kF32, false);
     if (has_native_bf16()) check_ready_reports(*arch, Precision::kBF16, true);
+    check_ready_reports(*arch, Precision::kF32, true, HeadKind::kTokenClassification);
   }
 }
 

@@ -250,7 +250,10 @@ ModelConfig parse_model_config_json(const json& j, const std::string& source) {
   }
   family.read_keys(r, c);
   parse_labels(j, source, c);
-  c.other_architecture = other_architecture(j, family, source);
+  if (architecture_of(j, family, source) == family.class_for(HeadKind::kTokenClassification)) {
+    c.head = HeadKind::kTokenClassification;
+  }
+  c.other_architecture = other_architecture(j, family, c.head, source);
   return c;
 }
 
@@ -318,7 +321,7 @@ std::string model_config_to_json(const ModelConfig& c, const json& original) {
   for (const char* derived : {"num_labels", "problem_type", "torch_dtype"}) j.erase(derived);
   const ConfigKeyNames& k = c.family->keys;
   j["model_type"] = c.family->model_type;
-  j["architectures"] = {c.family->model_class};
+  j["architectures"] = {c.family->class_for(c.head)};
   j["vocab_size"] = c.vocab_size;
   j[k.hidden] = c.hidden;
   j[k.layers] = c.layers;

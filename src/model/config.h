@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "model/head_kind.h"
+
 namespace bertfit {
 
 struct ModelFamily;
@@ -45,10 +47,14 @@ struct ModelConfig {
                                               // "multi_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
-  // config.json's architectures[0] when it names a class of the family other than its sequence
-  // classifier ("BertForTokenClassification", "BertModel": model/architecture.h), whose head
-  // weights are then not a sequence classifier's; "" when absent or the sequence classifier.
-  // Not written back: a saved config names the family's model_class.
+  // The model's head (model/head.h): token classification when config.json's architectures
+  // names the family's *ForTokenClassification, else sequence classification. Saved configs name
+  // its class (ModelFamily::class_for).
+  HeadKind head = HeadKind::kSequenceClassification;
+  // config.json's architectures[0] when it names a class of the family other than the one of
+  // `head` ("BertModel", "BertForQuestionAnswering", or the other head: model/architecture.h),
+  // whose head weights are then not this head's; "" when absent or `head`'s class.
+  // Not written back.
   std::string other_architecture;
 
   int head_dim() const { return hidden / heads; }

@@ -30,6 +30,17 @@ const std::vector<const ModelFamily*>& model_families() {
 
 const ModelFamily& default_family() { return distilbert_family(); }
 
+const char* head_kind_name(HeadKind kind) {
+  return kind == HeadKind::kTokenClassification ? "token classification"
+                                                : "sequence classification";
+}
+
+std::string ModelFamily::class_for(HeadKind head) const {
+  if (head == HeadKind::kSequenceClassification) return model_class;
+  const std::string c = model_class;
+  return c.substr(0, c.find("For")) + "ForTokenClassification";
+}
+
 std::string model_type_list() {
   std::string out;
   for (const ModelFamily* f : model_families()) out += cat(out.empty() ? "" : ", ", f->model_type);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "model/head_kind.h"
 #include "tokenizer/kind.h"
 
 namespace bertfit {
@@ -66,6 +67,13 @@ struct ClassifierHeadSpec {
   bool dropout_before_dense;  // RoBERTa and ELECTRA drop the first token's state too
 };
 
+// The token-classification head (model/head.h): logits = out(Drop(h)) on every token.
+struct TokenHeadSpec {
+  const char* out;      // "classifier"
+  bool hidden_dropout;  // its dropout is the hidden one (DistilBERT's `dropout`), not
+                        // classifier_dropout ?? hidden_dropout_prob (the others)
+};
+
 struct ModelFamily {
   const char* model_type;       // config.json's "model_type"
   const char* model_class;      // transformers' class for sequence classification
@@ -80,6 +88,7 @@ struct ModelFamily {
   EmbeddingNames embeddings;
   LayerNames layer;
   ClassifierHeadSpec head;
+  TokenHeadSpec token_head;
   bool attention_output_dropout;  // dropout on the attention output projection (BertSelfOutput)
   PositionIds position_ids;
 
@@ -91,6 +100,8 @@ struct ModelFamily {
   void (*write_keys)(const ModelConfig& c, nlohmann::json& j);
 
   bool token_types() const { return embeddings.token_type != nullptr; }
+  // transformers' class for a head: model_class, or "<prefix>ForTokenClassification".
+  std::string class_for(HeadKind head) const;
 
   // Configs point at their family: one object per family, never copied.
   struct Pinned {

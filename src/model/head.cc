@@ -1,4 +1,5 @@
-// The sequence classifier head (see head.h for the formula) and the choice of a config's head.
+// The sequence and token classifier heads (see head.h for the formulas) and the choice of a
+// config's head.
 #include "model/head.h"
 
 #include <cstring>
@@ -109,10 +110,89 @@ class SequenceClassifierHead final : public Head {
   }
 };
 
+// logits = classifier(Drop(h)) on every token row of the last layer; the rows are laid out
+// padded, (B·T,K), padding rows 0.
+class TokenClassifierHead final : public Head {
+ public:
+  void declare(const ModelConfig& c, LayoutBuilder& b) const override {
+    b.group();
+    b.linear(c.family->token_head.out, Role::kClsW, c.num_labels, c.hidden, /*quantized=*/false);
+  }
+
+  bool first_tokens_only() const override { return false; }
+
+  void resize(const ModelConfig& c, Activations& a, std::int64_t /*batch*/, std::int64_t rows,
+              bool training, bool bf16) const override {
+    const std::int64_t RC = rows * c.hidden, RK = rows * c.num_labels;
+    HeadActivations& h = a.head;
+    grow(h.drop, RC);
+    grow(h.out, RK);
+    for (auto* b : {&a.logits, &a.probs, &a.dlogits}) grow(*b, RK);
+    if (training) {
+      grow(h.d_x, RC);
+      grow(h.d_out, RK);
+    }
+    if (bf16) grow(h.drop_bf16, RC);
+  }
+
+  void forward(const ModelWeights& w, const DropoutState& d, Activations& a) const override {
+    const ModelConfig& c = w.config();
+    const std::int64_t N = a.N, K = c.num_labels;
+    HeadActivations& h = a.head;
+    dropout_forward(h.drop.data(), a.layer_out(c.layers - 1), N * c.hidden, dropout_p(c, d),
+                    dropout_key(d, c.layers, kSiteClassifier));
+    if (!a.packed) {
+      w.linear(Role::kClsW).forward(Rows{a.logits.data()}, drop_rows(a), N);
+      return;
+    }
+    w.linear(Role::kClsW).forward(Rows{h.out.data()}, drop_rows(a), N);
+    const std::int64_t padded = std::int64_t{a.B} * a.T;
+    std::memset(a.logits.data(), 0, sizeof(float) * padded * K);
+    for (std::int64_t r = 0; r < N; ++r) {
+      std::memcpy(a.logits.data() + a.token_rows[r] * K, h.out.data() + r * K, sizeof(float) * K);
+    }
+  }
+
+  void backward(const ModelWeights& w, const DropoutState& d, float* grads, Activations& a,
+                GradsReady& ready) const override {
+    const ModelConfig& c = w.config();
+    const ParamLayout& lay = w.layout();
+    const std::int64_t N = a.N, K = c.num_labels;
+    HeadActivations& h = a.head;
+    const float* dy = a.dlogits.data();
+    if (a.packed) {
+      for (std::int64_t r = 0; r < N; ++r) {
+        std::memcpy(h.d_out.data() + r * K, a.dlogits.data() + a.token_rows[r] * K,
+                    sizeof(float) * K);
+      }
+      dy = h.d_out.data();
+    }
+    w.linear(Role::kClsW)
+        .backward(h.d_x.data(), Output::kOverwrite, grads + lay.offset(Role::kClsW),
+                  grads + lay.offset(Role::kClsB), dy, drop_rows(a), LinearScratch{a.dy_scratch()},
+                  N);
+    dropout_backward(a.d_out.data(), h.d_x.data(), N * c.hidden, dropout_p(c, d),
+                     dropout_key(d, c.layers, kSiteClassifier));
+    ready.done();
+  }
+
+ private:
+  static float dropout_p(const ModelConfig& c, const DropoutState& d) {
+    if (!d.train) return 0.0f;
+    return static_cast<float>(c.family->token_head.hidden_dropout ? c.hidden_dropout
+                                                                  : c.classifier_dropout);
+  }
+  static Rows drop_rows(Activations& a) {
+    return {a.head.drop.data(), a.bf16_now() ? a.head.drop_bf16.data() : nullptr};
+  }
+};
+
 }  // namespace
 
-const Head& model_head(const ModelConfig& /*c*/) {
+const Head& model_head(const ModelConfig& c) {
   static const SequenceClassifierHead sequence_classifier;
+  static const TokenClassifierHead token_classifier;
+  if (c.head == HeadKind::kTokenClassification) return token_classifier;
   return sequence_classifier;
 }
 

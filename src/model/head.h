@@ -9,6 +9,10 @@
 // with the family's module names, activation (BERT's pooler and RoBERTa's tanh, DistilBERT's
 // ReLU, ELECTRA's GELU) and the dropout on h in the heads that have it (model/family.h,
 // ClassifierHeadSpec).
+//
+// The token classifier (*ForTokenClassification), on every token of the last layer:
+//   logits[t] = Wo · Drop(h[t]) + bo
+// laid out padded, (B·T,K); the family declares the module name and which dropout applies.
 #pragma once
 
 #include <cstdint>

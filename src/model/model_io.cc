@@ -198,7 +198,7 @@ void say_new_head(const CheckpointMatch& match, const ModelConfig& config,
     if (match.names[i].empty()) names.push_back("'" + layout.entries()[i].name + "'");
   }
   if (names.empty()) return;
-  const std::string model_class = config.family->model_class;
+  const std::string model_class = config.family->class_for(config.head);
   std::string text =
       cat("Some weights of ", model_class, " were not initialized from the model checkpoint at ",
           dir, " and are newly initialized");
@@ -222,7 +222,9 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
   for (std::size_t i = 0; i < match.names.size(); ++i) {
     if (match.names[i].empty()) fresh.push_back("'" + state.layout.entries()[i].name + "'");
   }
-  const std::string model_class = c.family->model_class;
+  const std::string model_class = c.family->class_for(c.head);
+  const std::string kind =
+      c.head == HeadKind::kTokenClassification ? "a token classifier" : "a sequence classifier";
   const std::string tensors =
       cat(fresh.size(), " tensor", fresh.size() == 1 ? "" : "s", ": ", join(fresh, 4));
   const char* advice = "; fine-tune it with `bertfit train` first (which starts a new head)";
@@ -233,7 +235,7 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
                                    ? cat(", ", c.num_labels, " labels")
                                    : "";
     throw_error(dir, ": config.json's architectures says ", c.other_architecture, ", ", a.what,
-                labels, ", not a sequence classifier (", model_class, "): that head would start ",
+                labels, ", not ", kind, " (", model_class, "): that head would start ",
                 "untrained (", tensors, ")", advice);
   }
   if (fresh.empty()) return;
@@ -242,8 +244,9 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
                      !state.hf_config["architectures"].empty();
   throw_error(weights_path, ": the ", model_class, " head is not in the checkpoint (", tensors, ")",
               named ? cat(" though config.json's architectures says ", model_class)
-                    : "; config.json names no architectures and the tensors are a model without "
-                      "a sequence-classification head",
+                    : cat("; config.json names no architectures and the tensors are a model "
+                          "without a ",
+                          head_kind_name(c.head), " head"),
               advice);
 }
 
@@ -258,7 +261,8 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   json hf = read_json_file(config_path);
   ModelState state(options.config ? *options.config : parse_model_config_json(hf, config_path));
   // The folder's own architectures decide whose head its weights hold, whichever config runs.
-  state.config.other_architecture = other_architecture(hf, *state.config.family, config_path);
+  state.config.other_architecture =
+      other_architecture(hf, *state.config.family, state.config.head, config_path);
   state.hf_config = std::move(hf);
   const Checkpoint checkpoint = open_weights(dir, weights);
   const std::string& weights_path = checkpoint.path();
@@ -284,7 +288,10 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   if (!match.ignored.empty()) {
     const std::string& other = state.config.other_architecture;
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
-             state.config.model_type(), " sequence classifier does not use",
+             state.config.model_type(),
+             state.config.head == HeadKind::kTokenClassification ? " token classifier"
+                                                                 : " sequence classifier",
+             " does not use",
              other.empty() ? "" : cat(" (config.json's architectures says ", other, ")"), ": ",
              join(match.ignored, 5));
   }

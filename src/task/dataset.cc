@@ -343,6 +343,7 @@ TrainData load_train_data(const DataOptions& d, const HeadOptions& h, const Mode
                 " to train this head as such, or use a checkpoint trained for this task");
   }
   out.config = model;
+  out.config.head = HeadKind::kSequenceClassification;  // sentence labels: a sequence head
   out.config.num_labels = outputs;
   out.config.id2label = task.regression() ? generic_names(1) : task.label_names;
   out.config.problem_type = task.problem_type();

@@ -31,9 +31,11 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   model_weights_path(source);  // the folder's errors before config.json's
   const ModelConfig config = load_model_config(config_path);
   std::optional<int> head_outputs = checkpoint_head_outputs(source, config);
-  // A base model's or another task's classifier (config.json's architectures) is no trained
-  // head of this run: a new one is started, its labels from the data.
-  if (!config.other_architecture.empty()) head_outputs.reset();
+  // A base model's or another task's classifier (config.json's architectures; a token
+  // classifier) is no trained head of this run: a new one is started, its labels from the data.
+  if (!config.other_architecture.empty() || config.head != HeadKind::kSequenceClassification) {
+    head_outputs.reset();
+  }
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
   check_tokenizer_fits(*tokenizer, config, model);
   const int max_seq_len = o.compute.max_seq_len;

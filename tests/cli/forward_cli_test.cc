@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -75,6 +76,52 @@ INSTANTIATE_TEST_SUITE_P(Models, ForwardGolden,
                              if (c == '-') c = '_';
                            return n;
                          });
+
+// The golden token classifiers (BertForTokenClassification, RobertaForTokenClassification) with
+// the architectures save_pretrained writes: a row of logits per token (the real tokens'
+// compared: unpadded execution leaves padding rows 0), the loss over the labelled tokens and
+// every gradient, as transformers computes them.
+TEST(ForwardGoldenTokens, TokenClassifiersMatchTransformers) {
+  for (const std::string model : {"bert-tokcls-tiny", "roberta-tokcls-tiny"}) {
+    SCOPED_TRACE(model);
+    TempDir tmp;
+    const std::string dir = shared_dir() + "/golden/" + model, copy = tmp / "m";
+    std::filesystem::copy(dir + "/model", copy);
+    nlohmann::json config = nlohmann::json::parse(read_text(copy + "/config.json"));
+    config["architectures"] = {model == "bert-tokcls-tiny" ? "BertForTokenClassification"
+                                                           : "RobertaForTokenClassification"};
+    write_text(copy + "/config.json", config.dump(2));
+    ForwardRun run = run_forward(copy, dir + "/batch.json", /*train_mode=*/false);
+    ASSERT_FALSE(run.grads.empty());
+    SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
+    const nlohmann::json batch = nlohmann::json::parse(read_text(dir + "/batch.json"));
+    const std::vector<float> want = read_tensor(golden, "eval.logits");
+    std::vector<float> got_real, want_real;
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < batch["input_ids"].size(); ++b) {
+      for (std::size_t t = 0; t < batch["input_ids"][b].size(); ++t) {
+        const nlohmann::json& row = run.out["logits"][b][t];
+        if (batch["attention_mask"][b][t] == 1) {
+          for (const auto& v : row) got_real.push_back(v.get<float>());
+          want_real.insert(want_real.end(), want.begin() + at, want.begin() + at + row.size());
+        }
+        at += row.size();
+      }
+    }
+    ASSERT_EQ(at, want.size());
+    EXPECT_LT(rel_err(got_real, want_real), 1e-4);
+    const float want_loss = read_tensor(golden, "train.loss")[0];
+    EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
+    Grads want_grads;
+    for (const auto& [name, g] : run.grads)
+      want_grads.emplace_back(name, read_tensor(golden, "grad." + name));
+    const double floor = 1e-3 * largest_norm(want_grads);
+    for (std::size_t i = 0; i < want_grads.size(); ++i) {
+      EXPECT_LT(rel_err(run.grads[i].second, want_grads[i].second, floor), 1e-4)
+          << want_grads[i].first;
+    }
+  }
+}
 
 // Fixtures made by the PyTorch peer (torch_peer.py forward, transformers' loss for each
 // problem type) on small models with awkward sizes.

@@ -1,8 +1,9 @@
 // Loading the wrong head is not silent: eval, predict, forward and serve refuse a model whose
-// sequence-classification head would start untrained (a base model, a token classifier), in
-// one line naming the folder or weights file, the head's tensors and what config.json's
-// architectures says the checkpoint is; architectures decides even when the tensor names fit,
-// and a config without it falls back to the tensors. train starts a new head from a token
+// head would start untrained (a base model, another task's head), in one line naming the folder
+// or weights file, the head's tensors and what config.json's architectures says the checkpoint
+// is; architectures decides even when the tensor names fit, and a config without it falls back
+// to the tensors. A token classifier runs in forward and is refused by the commands that answer
+// for sequence classifiers. train starts a new head from a token
 // classifier, saying so and listing the other head's tensors as unused. An architectures entry
 // of another family than model_type is an error naming config.json and the key.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_util.h"
@@ -118,27 +120,31 @@ void expect_refused(const RunResult& r, const std::vector<std::string>& needles,
   EXPECT_EQ(r.err.find("listening"), std::string::npos) << what << ": " << r.err;
 }
 
-TEST(WrongHeadCli, InferenceRefusesTokenClassifiers) {
+// A token classifier is a model of its own head: `forward` runs it (a row of logits per token),
+// and the commands that answer for sequence classifiers refuse it in one line.
+TEST(WrongHeadCli, TokenClassifiersRunInForwardAndAreRefusedAsSequenceClassifiers) {
   TempDir tmp;
   const std::string distil = distilbert_token_classifier(tmp);
   const std::string bert =
       golden_token_classifier(tmp, "bert-tokcls-tiny", {"BertForTokenClassification"});
   const std::string roberta =
       golden_token_classifier(tmp, "roberta-tokcls-tiny", {"RobertaForTokenClassification"});
-  for (const char* command : kInferenceCommands) {
-    expect_refused(run_inference(command, distil, tmp),
-                   {distil + ": config.json's architectures says DistilBertForTokenClassification",
-                    "a token classifier", "2 labels", "DistilBertForSequenceClassification",
-                    "'pre_classifier.weight'", "'classifier.weight'", "4 tensors", "bertfit train"},
-                   std::string(command) + " distilbert");
-    expect_refused(run_inference(command, bert, tmp),
-                   {bert + ": config.json's architectures says BertForTokenClassification",
-                    "9 labels", "'bert.pooler.dense.weight'", "'classifier.bias'", "bertfit train"},
-                   std::string(command) + " bert");
-    expect_refused(run_inference(command, roberta, tmp),
-                   {roberta + ": config.json's architectures says RobertaForTokenClassification",
-                    "'classifier.dense.weight'", "'classifier.out_proj.bias'", "bertfit train"},
-                   std::string(command) + " roberta");
+  for (auto [model, cls, labels] : {std::tuple{distil, "DistilBertForTokenClassification", 2},
+                                    std::tuple{bert, "BertForTokenClassification", 9},
+                                    std::tuple{roberta, "RobertaForTokenClassification", 9}}) {
+    for (const char* command : {"predict", "eval", "serve"}) {
+      expect_refused(run_inference(command, model, tmp),
+                     {model + ": a token classifier (" + cls + "); `bertfit " + command +
+                      "` answers for sequence classifiers only"},
+                     std::string(command) + " " + cls);
+    }
+    const RunResult f = run_inference("forward", model, tmp);
+    ASSERT_EQ(f.exit_code, 0) << cls << ": " << f.err;
+    EXPECT_EQ(f.err.find("newly initialized"), std::string::npos) << f.err;
+    const nlohmann::json logits = nlohmann::json::parse(f.out)["logits"];
+    ASSERT_EQ(logits.size(), 1u);     // one sequence
+    ASSERT_EQ(logits[0].size(), 4u);  // of 4 tokens
+    EXPECT_EQ(logits[0][3].size(), static_cast<std::size_t>(labels)) << cls;
   }
 }
 
@@ -173,13 +179,12 @@ TEST(WrongHeadCli, ArchitecturesDecidesOverFittingTensorNames) {
   TempDir tmp;
   const std::string m = tmp / "m";
   init_tiny_model(m, "bert");
-  set_architectures(m, {"BertForTokenClassification"});
+  set_architectures(m, {"BertForQuestionAnswering"});
   expect_refused(run_inference("predict", m, tmp),
                  // BERT's pooler belongs to the base model: read, not counted.
-                 {"architectures says BertForTokenClassification",
+                 {"architectures says BertForQuestionAnswering",
                   "(2 tensors: 'classifier.weight', 'classifier.bias')"},
                  "predict");
-  set_architectures(m, {"BertForQuestionAnswering"});
   expect_refused(run_inference("eval", m, tmp), {"question-answering"}, "eval");
   // The golden token classifier as stored (no architectures): it lacks BERT's pooler.
   const std::string golden = golden_token_classifier(tmp, "bert-tokcls-tiny", nullptr);
@@ -300,10 +305,20 @@ TEST(WrongHeadCli, InspectSaysWhatTheCheckpointIs) {
   TempDir tmp;
   const std::string model =
       golden_token_classifier(tmp, "bert-tokcls-tiny", {"BertForTokenClassification"});
-  const RunResult r = run_bertfit("inspect " + model);
+  RunResult r = run_bertfit("inspect " + model);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("checkpoint:    BertForTokenClassification per config.json's "
-                       "architectures: no sequence-classification head"),
+  EXPECT_NE(r.out.find("arch:          bert (BertForTokenClassification)\n"
+                       "head:          token classification\n"),
+            std::string::npos)
+      << r.out;
+  const std::string base = tmp / "base";
+  init_tiny_model(base, "bert");
+  set_architectures(base, {"BertModel"});
+  r = run_bertfit("inspect " + base);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("head:          sequence classification\n"
+                       "checkpoint:    BertModel per config.json's architectures: no sequence "
+                       "classification head"),
             std::string::npos)
       << r.out;
 }

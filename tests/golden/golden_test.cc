@@ -1,5 +1,6 @@
 // Golden parity with Hugging Face transformers 4.28.1 (PyTorch 1.13, fp32) on the small random
-// models in ../shared/golden (DistilBERT, BERT, RoBERTa, XLM-RoBERTa): eval logits and hidden
+// models in ../shared/golden (DistilBERT, BERT, RoBERTa, XLM-RoBERTa, ELECTRA; BERT and RoBERTa
+// token classifiers): eval logits and hidden
 // states layer by layer, train-mode logits and loss (dropout 0), every parameter gradient, and a
 // 6-step AdamW trajectory with warmup, linear decay, weight decay and clipping (golden.json →
 // trajectory).
@@ -59,7 +60,12 @@ GoldenBatch read_batch(const std::string& model) {
       b.types.push_back(j.contains("token_type_ids") ? j["token_type_ids"][i][t].get<std::int32_t>()
                                                      : 0);
     }
-    b.labels.push_back(j["labels"][i].get<float>());
+    const nlohmann::json& l = j["labels"][i];
+    if (l.is_array()) {  // a token classifier's: one per token, -100 where none applies
+      for (const auto& v : l) b.labels.push_back(v.get<float>());
+    } else {
+      b.labels.push_back(l.get<float>());
+    }
   }
   return b;
 }
@@ -81,7 +87,16 @@ double rel_err(const float* got, const std::vector<float>& want, double floor = 
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    state_ = load_model(kGolden + GetParam() + "/model");
+    const std::string dir = kGolden + GetParam() + "/model";
+    const auto info = nlohmann::json::parse(read_file(kGolden + GetParam() + "/golden.json"));
+    if (info["kind"] == "token_classification") {
+      // Its config.json names no architectures: the golden files say the head.
+      ModelConfig c = load_model_config(dir + "/config.json");
+      c.head = HeadKind::kTokenClassification;
+      state_ = load_model(dir, {.config = &c});
+    } else {
+      state_ = load_model(dir);
+    }
     golden_ = std::make_unique<SafetensorsFile>(
         SafetensorsFile::open(kGolden + GetParam() + "/golden.safetensors"));
     batch_ = read_batch(GetParam());
@@ -91,6 +106,23 @@ class Golden : public ::testing::TestWithParam<std::string> {
     ModelConfig c = state_.config;
     c.hidden_dropout = c.attention_dropout = c.classifier_dropout = 0.0;
     return c;
+  }
+
+  bool tokens() const { return state_.config.head == HeadKind::kTokenClassification; }
+  // Labels per sequence: 1, or T for a token head.
+  int labels_per_row() const { return tokens() ? batch_.T : 1; }
+  // rel_err of acts.logits against HF's for the batch's rows [first, first + B): a token head's
+  // padding rows only where the forward computed them (padded execution; unpadded leaves 0).
+  double logits_err(const Activations& acts, const std::vector<float>& want, int first = 0) const {
+    if (!tokens() || !acts.packed) return rel_err(acts.logits.data(), want);
+    const int K = state_.config.num_labels;
+    std::vector<float> got_real, want_real;
+    for (std::int64_t p = 0; p < std::int64_t{acts.B} * acts.T; ++p) {
+      if (batch_.mask[std::int64_t{first} * batch_.T + p] == 0) continue;
+      got_real.insert(got_real.end(), acts.logits.data() + p * K, acts.logits.data() + (p + 1) * K);
+      want_real.insert(want_real.end(), want.begin() + p * K, want.begin() + (p + 1) * K);
+    }
+    return rel_err(got_real.data(), want_real);
   }
 
   void check_trajectory(const struct TrajectoryBounds& bounds);
@@ -111,19 +143,19 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
   in.full_last_layer = true;  // the last layer's hidden states of every token too
   model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   auto logits = read_tensor(*golden_, "eval.logits");
-  EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
+  EXPECT_LT(logits_err(acts, logits), 1e-4);
   for (int l = 0; l <= state_.config.layers; ++l) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
     EXPECT_LT(rel_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
   }
   in.full_last_layer = false;  // the default: the last layer on the [CLS] rows only
   model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
-  EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4) << "last layer on [CLS] rows only";
+  EXPECT_LT(logits_err(acts, logits), 1e-4) << "last layer on [CLS] rows only";
   in.unpadded = true;
   model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   ASSERT_TRUE(acts.packed) << "the golden batch has padding";
   EXPECT_LT(acts.N, std::int64_t{batch_.B} * batch_.T);
-  EXPECT_LT(rel_err(acts.logits.data(), logits), 1e-4);
+  EXPECT_LT(logits_err(acts, logits), 1e-4);
 }
 
 // Both padded and unpadded execution against HF's (padded) computation.
@@ -148,7 +180,7 @@ void Golden::check_gradients(bool unpadded, bool full_last_layer) {
   in.full_last_layer = full_last_layer;
   model.forward(prepared(model, state_.params.data()), in, train, acts);
   double loss = model.loss(batch_.labels.data(), 1.0f, acts);
-  EXPECT_LT(rel_err(acts.logits.data(), read_tensor(*golden_, "train.logits")), 1e-4);
+  EXPECT_LT(logits_err(acts, read_tensor(*golden_, "train.logits")), 1e-4);
   auto want_loss = read_tensor(*golden_, "train.loss");
   EXPECT_NEAR(loss, want_loss[0], 1e-5 * std::fabs(want_loss[0]));
 
@@ -215,7 +247,7 @@ void Golden::check_trajectory(const TrajectoryBounds& bounds) {
     DropoutState train{.train = true, .seed = 1, .step = static_cast<std::uint64_t>(s)};
     grads.zero();
     model.forward(prepared(model, params.data()), in, train, acts);
-    double loss = model.loss(batch_.labels.data() + first, 1.0f, acts);
+    double loss = model.loss(batch_.labels.data() + first * labels_per_row(), 1.0f, acts);
     model.backward(prepared(model, params.data()), grads.data(), in, train, acts);
     double norm = grad_norm(grads.data(), state_.layout.total());
     double step_lr = linear_schedule_lr(lr, s, warmup, steps);
@@ -303,7 +335,7 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   padded.unpadded = false;  // hidden states of every row, as HF's
   padded.full_last_layer = true;
   eval_model.forward(prepared(eval_model, state_.params.data()), padded, DropoutState{}, acts);
-  double worst = rel_err(acts.logits.data(), read_tensor(*golden_, "eval.logits"));
+  double worst = logits_err(acts, read_tensor(*golden_, "eval.logits"));
   EXPECT_LT(worst, 1e-2);
   for (int l = 0; l <= state_.config.layers; ++l) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
@@ -342,7 +374,8 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
-                                           "xlmr-tiny", "electra-tiny"),
+                                           "xlmr-tiny", "electra-tiny", "bert-tokcls-tiny",
+                                           "roberta-tokcls-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;

@@ -92,6 +92,7 @@ const ModelFamily& bert_family() {
       .layer = bert_layer_names("bert.encoder.layer."),
       .head = {"bert.pooler.dense", "classifier", ActKind::kTanh,
                /*dropout_before_dense=*/false},
+      .token_head = {"classifier", /*hidden_dropout=*/false},
       .attention_output_dropout = true,
       .position_ids = PositionIds::kIndex,
       .defaults = bert_defaults,

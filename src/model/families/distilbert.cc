@@ -53,6 +53,7 @@ const ModelFamily& distilbert_family() {
                 "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
                 "output_layer_norm"},
       .head = {"pre_classifier", "classifier", ActKind::kRelu, /*dropout_before_dense=*/false},
+      .token_head = {"classifier", /*hidden_dropout=*/true},
       .attention_output_dropout = false,
       .position_ids = PositionIds::kIndex,
       .defaults = distilbert_defaults,

@@ -58,6 +58,7 @@ const ModelFamily& electra_family() {
       .layer = bert_layer_names("electra.encoder.layer."),
       .head = {"classifier.dense", "classifier.out_proj", ActKind::kGelu,
                /*dropout_before_dense=*/true},
+      .token_head = {"classifier", /*hidden_dropout=*/false},
       .attention_output_dropout = true,
       .position_ids = PositionIds::kIndex,
       .defaults = electra_defaults,

@@ -1,0 +1,13 @@
+// The kinds of head a model can have (model/head.h), named apart from the heads themselves so
+// that configs and families can say which one a model has.
+#pragma once
+
+namespace bertfit {
+
+// Sequence classification: labels (or a score) for the whole input, from its first token.
+// Token classification: labels for every token.
+enum class HeadKind { kSequenceClassification, kTokenClassification };
+
+const char* head_kind_name(HeadKind kind);  // "sequence classification", "token classification"
+
+}  // namespace bertfit
