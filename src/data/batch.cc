@@ -11,6 +11,8 @@ Batch make_batch(const std::vector<EncodedExample>& encoded, std::span<const std
                  const BatchOptions& options) {
   CHECK(!indices.empty(), "empty batch");
   CHECK(options.pad_to_multiple_of >= 1, "pad_to_multiple_of must be positive");
+  CHECK(!options.token_labels || options.multi_label_classes == 0,
+        "token labels and multi-label rows exclude each other");
   std::size_t longest = 0;
   for (std::int64_t i : indices) {
     CHECK(i >= 0 && i < static_cast<std::int64_t>(encoded.size()), "index ", i, " out of range ",
@@ -44,7 +46,11 @@ Batch make_batch(const std::vector<EncodedExample>& encoded, std::span<const std
     std::copy(ex.ids.begin(), ex.ids.end(), batch.input_ids.begin() + row);
     std::copy(ex.type_ids.begin(), ex.type_ids.end(), batch.token_type_ids.begin() + row);
     std::fill_n(batch.attention_mask.begin() + row, ex.ids.size(), 1);
-    if (options.multi_label_classes > 0) {
+    if (options.token_labels) {
+      CHECK(ex.token_labels.size() == ex.ids.size(), "token labels and ids differ in length");
+      batch.labels.resize(static_cast<std::size_t>(b + 1) * T, -100.0f);
+      std::copy(ex.token_labels.begin(), ex.token_labels.end(), batch.labels.begin() + row);
+    } else if (options.multi_label_classes > 0) {
       const int K = options.multi_label_classes;
       batch.labels.resize(static_cast<std::size_t>(b + 1) * K, 0.0f);
       for (std::int32_t id : ex.label_ids) {
