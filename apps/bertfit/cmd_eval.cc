@@ -13,6 +13,7 @@
 #include "model/model_io.h"
 #include "task/dataset.h"
 #include "task/evaluate.h"
+#include "task/tagged_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit::cli {
@@ -29,17 +30,36 @@ void run(const EvalOptions& o) {
     throw_error("give either --task with --data, or --dev-file with its columns");
   }
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
-  InferenceModel m = load_for_inference(o.model, "eval");
+  InferenceModel m = load_for_inference(o.model, "eval", /*token_heads=*/true);
   const ModelState& state = m.state;
-  // A GLUE task's labels come from the task table, in the model's order when it holds them in
-  // another; custom data is read as the model was fine-tuned (its problem type and label names).
-  TaskInfo task = !o.data.task.empty()
-                      ? in_model_label_order(glue_task_info(o.data.task), state.config)
-                      : model_task_info(state.config);
-  check_model_fits_task(state.config, task, o.model.model_dir);
-  LoadedExamples examples = load_eval_examples(o.data, o.split, task);
-  auto encoded = encode_examples(*m.tokenizer, examples.examples, o.model.compute.max_seq_len);
-  report_truncation(examples.path, encoded, o.model.compute.max_seq_len);
+  const int max_seq_len = o.model.compute.max_seq_len;
+  const bool tagged = !o.data.dev_file.empty() && is_tagged_data(o.data, o.data.dev_file);
+  const bool token_model = state.config.head == HeadKind::kTokenClassification;
+  if (tagged != token_model) {
+    throw_error(o.model.model_dir, " is a ", head_kind_name(state.config.head), " model (",
+                state.config.family->class_for(state.config.head), ") but ",
+                o.data.task.empty() ? o.data.dev_file : "--task",
+                tagged ? " holds tagged words (token classification)"
+                       : " holds labelled texts (sequence classification)");
+  }
+  std::vector<EncodedExample> encoded;
+  TaskInfo task;
+  std::string path;
+  if (token_model) {
+    task = model_task_info(state.config);
+    const LoadedTagged dev = load_eval_tagged(o.data, task);
+    encoded = encode_tagged(*m.tokenizer, dev, task.label_names, max_seq_len);
+    report_word_truncation(dev.path, encoded, max_seq_len);
+  } else {
+    // A GLUE task's labels come from the task table, in the model's order when it holds them in
+    // another; custom data is read as the model was fine-tuned (its problem type and label names).
+    task = !o.data.task.empty() ? in_model_label_order(glue_task_info(o.data.task), state.config)
+                                : model_task_info(state.config);
+    check_model_fits_task(state.config, task, o.model.model_dir);
+    LoadedExamples examples = load_eval_examples(o.data, o.split, task);
+    encoded = encode_examples(*m.tokenizer, examples.examples, max_seq_len);
+    report_truncation(examples.path, encoded, max_seq_len);
+  }
   BertModel model(state.config, state.layout, m.precision);
   EvalResult r = evaluate(model, state.params.data(), encoded, task, o.model.compute.batch_size, 8,
                           progress_reporter("eval"));
@@ -58,13 +78,15 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Print a model's metrics as JSON on a GLUE split (--task T --data DIR [--split "
-      "dev]) or a labelled file (--dev-file F --text-a-column C [--text-b-column C] "
-      "--label-column C).");
+      "dev]), a labelled file (--dev-file F --text-a-column C [--text-b-column C] "
+      "--label-column C), or, for a token classifier, a tagged file (--dev-file F.conll, or "
+      "tagged JSONL): seqeval's entity-level precision, recall and F1 and the tag accuracy.");
   add_inference_flags(*cmd, o->model);
   add_flags(*cmd,
             select_flags(data_flags(o->data),
                          {"--task", "--data", "--dev-file", "--text-a-column", "--text-b-column",
-                          "--label-column", "--no-header", "--skip-malformed", "--format"}));
+                          "--label-column", "--no-header", "--skip-malformed", "--format",
+                          "--tokens-column", "--tags-column"}));
   add_flags(*cmd, {{"--split", "GLUE split (dev, dev_matched, dev_mismatched, train)", &o->split}});
   cmd->callback([o] { run(*o); });
 }

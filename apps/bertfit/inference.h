@@ -34,8 +34,10 @@ struct InferenceModel {
 // Sets the thread count, resolves --model, loads the folder (refusing a model without a trained
 // sequence-classification head: LoadOptions::require_head) and its tokenizer, and validates the
 // options.
-// `command` names the command in errors ("predict").
-InferenceModel load_for_inference(const InferenceOptions& o, const char* command);
+// `command` names the command in errors ("predict"); token_heads: it answers for token
+// classifiers too (else they are refused: require_sequence_head).
+InferenceModel load_for_inference(const InferenceOptions& o, const char* command,
+                                  bool token_heads = false);
 
 // Error (one line naming the folder and the command) for a model whose head the command cannot
 // answer for yet: eval, predict and serve answer for sequence classifiers; a token classifier

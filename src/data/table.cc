@@ -359,6 +359,7 @@ TableFormat table_format_for_path(const std::string& path) {
   if (ends_with(path, ".tsv") || ends_with(path, ".txt")) return TableFormat::kTsv;
   if (ends_with(path, ".csv")) return TableFormat::kCsv;
   if (ends_with(path, ".jsonl") || ends_with(path, ".json")) return TableFormat::kJsonl;
+  if (ends_with(path, ".conll")) return TableFormat::kConll;
   throw_error("cannot tell the format of ", path,
               " from its extension (expected .tsv, .txt, .csv, .jsonl or .json); give the "
               "format explicitly (tsv, csv or jsonl)");
@@ -372,6 +373,8 @@ const char* table_format_name(TableFormat format) {
       return "csv";
     case TableFormat::kJsonl:
       return "jsonl";
+    case TableFormat::kConll:
+      return "conll";
   }
   return "?";
 }
@@ -401,6 +404,10 @@ ColumnTable parse_columns(std::string_view content, const std::string& path,
   table.path = path;
   table.columns = columns;
   TableFormat format = options.format ? *options.format : table_format_for_path(path);
+  if (format == TableFormat::kConll) {
+    throw_error(path, ": a CoNLL file holds tagged words (token classification), not rows of ",
+                "columns; it trains and evaluates a token classifier");
+  }
   content = strip_bom(content);
   table.list_column.assign(columns.size(), false);
   if (format == TableFormat::kJsonl) {

@@ -24,7 +24,9 @@
 
 namespace bertfit {
 
-enum class TableFormat { kTsv, kCsv, kJsonl };
+// kConll names CoNLL files (data/tagged.h), which hold tagged words, not table rows: the table
+// readers refuse it.
+enum class TableFormat { kTsv, kCsv, kJsonl, kConll };
 
 // .tsv/.txt -> TSV, .csv -> CSV, .jsonl/.json -> JSONL; Error naming the path otherwise.
 TableFormat table_format_for_path(const std::string& path);

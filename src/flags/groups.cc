@@ -67,11 +67,22 @@ FlagTable data_flags(DataOptions& d) {
        true},
       {"--format",
        "Format of the data files (tsv: split on TAB only; csv: RFC 4180 quoting; jsonl: one "
-       "object per line); default: from each file's extension. Needed for '-' (standard input)",
+       "object per line; conll: a word and its tag per line, a blank line between sentences, "
+       "for token classification); default: from each file's extension (.conll is conll). "
+       "Needed for '-' (standard input)",
        choice_target(d.format, {{"tsv", std::optional(TableFormat::kTsv)},
                                 {"csv", std::optional(TableFormat::kCsv)},
-                                {"jsonl", std::optional(TableFormat::kJsonl)}}),
+                                {"jsonl", std::optional(TableFormat::kJsonl)},
+                                {"conll", std::optional(TableFormat::kConll)}}),
        true},
+      {"--tokens-column",
+       "Tagged JSONL (token classification): the key of each line's list of words (default "
+       "tokens)",
+       &d.tokens_column, true},
+      {"--tags-column",
+       "Tagged JSONL (token classification): the key of each line's list of tags, one per word: "
+       "names, or integer ids of the model's id2label (default tags)",
+       &d.tags_column, true},
   };
 }
 

@@ -48,6 +48,9 @@ struct DataOptions {
   bool skip_malformed = false;
   bool regression = false;            // custom files: the label column holds numbers
   std::optional<TableFormat> format;  // custom files and --input: unset, from the extension
+  // Tagged JSONL (token classification): the keys of the words and of their tags ("": the
+  // defaults "tokens" and "tags"; either given says the data is tagged).
+  std::string tokens_column, tags_column;
 };
 
 FlagTable data_flags(DataOptions& data);

@@ -54,7 +54,8 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
                                  const ModelConfig& config, bool reinit_mismatched_head = false);
 
 // The number of outputs of the head's output product in the weights of model folder `dir` (the
-// first dimension of the family's classifier.weight, classifier.out_proj.weight, ...), or nullopt
+// first dimension of the family's classifier.weight, classifier.out_proj.weight, ... for
+// config.head), or nullopt
 // when they hold none (a base model, whose head a run must create). Reads tensor headers only.
 std::optional<int> checkpoint_head_outputs(const std::string& dir, const ModelConfig& config);
 

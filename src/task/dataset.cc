@@ -56,7 +56,19 @@ TaskInfo custom_task_info(ProblemType problem, std::vector<std::string> label_na
   return info;
 }
 
+TaskInfo token_task_info(std::vector<std::string> tag_names) {
+  TaskInfo info;
+  info.name = "ner";
+  info.head = HeadKind::kTokenClassification;
+  info.problem = ProblemType::kSingleLabel;
+  info.label_names = std::move(tag_names);
+  info.metrics = {"precision", "recall", "f1", "accuracy"};
+  info.eval_splits = {"dev"};
+  return info;
+}
+
 TaskInfo model_task_info(const ModelConfig& config) {
+  if (config.head == HeadKind::kTokenClassification) return token_task_info(config.id2label);
   TaskInfo info = custom_task_info(
       config.problem(), config.is_regression() ? std::vector<std::string>{} : config.id2label);
   bool default_names = true;

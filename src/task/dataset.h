@@ -8,6 +8,7 @@
 
 #include "data/batch.h"
 #include "data/example.h"
+#include "data/tagged.h"
 #include "flags/groups.h"
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
@@ -15,7 +16,9 @@
 namespace bertfit {
 
 struct TaskInfo {
-  std::string name;  // task name, or "custom"
+  std::string name;  // task name, "custom", or "ner" (tagged data)
+  // Token classification: a tag per word (label_names the tags), scored by entity (seqeval).
+  HeadKind head = HeadKind::kSequenceClassification;
   ProblemType problem = ProblemType::kSingleLabel;
   std::vector<std::string> label_names;  // classification: class-id order
   std::vector<std::string> metrics;      // single-label / regression: compute_task_metrics names
@@ -32,12 +35,16 @@ struct TaskInfo {
 // The task of a GLUE run (from the task table), or of custom data with the given labels.
 TaskInfo glue_task_info(const std::string& task);
 TaskInfo custom_task_info(ProblemType problem, std::vector<std::string> label_names);
+// Token classification over these tags (metrics: seqeval's precision, recall, f1, accuracy).
+TaskInfo token_task_info(std::vector<std::string> tag_names);
 // The task a model was fine-tuned for, from its config.json: problem type and label names.
+// (A token classifier's: token_task_info of its id2label.)
 TaskInfo model_task_info(const ModelConfig& config);
 
 struct TrainData {
   TaskInfo task;
   LoadedExamples loaded;
+  LoadedTagged tagged;    // token classification (task/tagged_data.h): the tagged sentences
   ModelConfig config;     // the model's, with the task's labels and problem type
   bool new_head = false;  // the checkpoint's classifier has another size: start it anew
 };

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/check.h"
 #include "data/metrics.h"
+#include "data/seqeval.h"
 #include "kernels/loss.h"
 
 namespace bertfit {
@@ -21,7 +23,10 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
     return examples[a].ids.size() < examples[b].ids.size();
   });
-  std::vector<float> logits(n * K);
+  const bool tokens = model.config().head == HeadKind::kTokenClassification;
+  const std::vector<std::int64_t> before =
+      tokens ? token_rows_before(examples) : std::vector<std::int64_t>{};
+  std::vector<float> logits((tokens ? before.back() : n) * K);
   Activations own;
   Activations& acts = scratch != nullptr ? *scratch : own;
   BatchOptions options;
@@ -35,7 +40,13 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
     ModelInput in{batch.B, batch.T, batch.input_ids.data(), batch.token_type_ids.data(),
                   batch.attention_mask.data()};
     model.forward(weights, in, DropoutState{}, acts);
-    for (int b = 0; b < batch.B; ++b) {
+    for (int b = 0; b < batch.B && tokens; ++b) {  // the example's tokens, rows b·T ..
+      const std::int64_t i = batch.example_index[b];
+      const std::int64_t len = before[i + 1] - before[i];
+      const float* rows = acts.logits.data() + std::int64_t{b} * batch.T * K;
+      std::copy(rows, rows + len * K, logits.begin() + before[i] * K);
+    }
+    for (int b = 0; b < batch.B && !tokens; ++b) {
       std::copy(acts.logits.data() + std::int64_t{b} * K,
                 acts.logits.data() + std::int64_t{b + 1} * K,
                 logits.begin() + batch.example_index[b] * K);
@@ -43,6 +54,13 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
     if (progress) progress(first + count, n);
   }
   return logits;
+}
+
+std::vector<std::int64_t> token_rows_before(const std::vector<EncodedExample>& examples) {
+  std::vector<std::int64_t> before(examples.size() + 1, 0);
+  for (std::size_t i = 0; i < examples.size(); ++i)
+    before[i + 1] = before[i] + static_cast<std::int64_t>(examples[i].ids.size());
+  return before;
 }
 
 std::vector<float> predictions_from_logits(const std::vector<float>& logits, int K,
@@ -56,8 +74,55 @@ std::vector<float> predictions_from_logits(const std::vector<float>& logits, int
   return out;
 }
 
+namespace {
+
+// Token classification: the words' tags (each word's first sub-token) against the predicted
+// ones, scored as run_ner's compute_metrics (seqeval).
+EvalResult score_token_logits(const std::vector<float>& logits,
+                              const std::vector<EncodedExample>& examples, const TaskInfo& task,
+                              int K) {
+  const std::vector<std::int64_t> before = token_rows_before(examples);
+  CHECK(static_cast<std::int64_t>(logits.size()) == before.back() * K, "token logits of ",
+        logits.size() / K, " rows for ", before.back(), " tokens");
+  std::vector<std::vector<std::string>> truth, predicted;
+  double loss = 0;
+  std::int64_t labelled = 0;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    const EncodedExample& e = examples[i];
+    CHECK(e.token_labels.size() == e.ids.size(), "example ", i, " has no token labels");
+    std::vector<std::string> t, p;
+    for (std::size_t j = 0; j < e.ids.size(); ++j) {
+      const std::int32_t y = e.token_labels[j];
+      if (y < 0) continue;  // -100: not a word's first sub-token
+      CHECK(y < K, "tag id ", y, " outside [0,", K, ")");
+      const float* row = logits.data() + (before[i] + static_cast<std::int64_t>(j)) * K;
+      double mx = *std::max_element(row, row + K), sum = 0;
+      for (int k = 0; k < K; ++k) sum += std::exp(double{row[k]} - mx);
+      loss += mx + std::log(sum) - row[y];
+      ++labelled;
+      t.push_back(task.label_names[y]);
+      p.push_back(task.label_names[std::max_element(row, row + K) - row]);
+    }
+    truth.push_back(std::move(t));
+    predicted.push_back(std::move(p));
+  }
+  EvalResult r;
+  r.examples = static_cast<std::int64_t>(examples.size());
+  r.loss = labelled == 0 ? 0.0 : loss / static_cast<double>(labelled);
+  const SeqevalScores s = seqeval_scores(truth, predicted);
+  r.metrics = {
+      {"precision", s.precision}, {"recall", s.recall}, {"f1", s.f1}, {"accuracy", s.accuracy}};
+  for (const EntityTypeScores& type : s.types) r.metrics.emplace_back(type.type + "_f1", type.f1);
+  return r;
+}
+
+}  // namespace
+
 EvalResult score_logits(const std::vector<float>& logits,
                         const std::vector<EncodedExample>& examples, const TaskInfo& task, int K) {
+  if (task.head == HeadKind::kTokenClassification) {
+    return score_token_logits(logits, examples, task, K);
+  }
   const std::size_t n = examples.size();
   EvalResult r;
   r.examples = static_cast<std::int64_t>(n);
@@ -96,6 +161,8 @@ EvalResult score_logits(const std::vector<float>& logits,
 
 std::vector<std::string> task_metric_names(const TaskInfo& task) {
   if (task.problem == ProblemType::kMultiLabel) return {"f1_micro", "f1_macro", "subset_accuracy"};
+  // Token classification: also <type>_f1 per entity type of the data, which the data decides.
+  if (task.head == HeadKind::kTokenClassification) return task.metrics;
   std::vector<std::string> names = task.metrics;
   if (names.size() > 1) names.push_back("combined_score");
   return names;

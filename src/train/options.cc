@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "task/tagged_data.h"
 
 namespace bertfit {
 
@@ -332,8 +333,12 @@ void validate_train_options(const TrainOptions& o) {
   if (glue && (d.task.empty() || d.data_dir.empty())) {
     throw_error("--task and --data go together");
   }
-  if (custom && (d.text_a_column.empty() || d.label_column.empty())) {
-    throw_error("--train-file needs --text-a-column and --label-column");
+  if (custom && !is_tagged_data(d, d.train_file) &&
+      (d.text_a_column.empty() || d.label_column.empty())) {
+    throw_error(
+        "--train-file needs --text-a-column and --label-column (or tagged words for token "
+        "classification: a .conll file, --format conll, or JSONL with --tokens-column and "
+        "--tags-column)");
   }
   if (d.train_file == "-" && d.dev_file == "-") {
     throw_error("--train-file and --dev-file cannot both be '-': standard input is read once");

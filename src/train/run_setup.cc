@@ -11,7 +11,10 @@
 #include "base/parallel.h"
 #include "comm/topology.h"
 #include "data/shuffle.h"
+#include "io/json.h"
+#include "model/architecture.h"
 #include "task/evaluate.h"
+#include "task/tagged_data.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/loss_setup.h"
@@ -29,11 +32,17 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
     throw_error(source, ": no config.json in the model folder");
   }
   model_weights_path(source);  // the folder's errors before config.json's
-  const ModelConfig config = load_model_config(config_path);
-  std::optional<int> head_outputs = checkpoint_head_outputs(source, config);
-  // A base model's or another task's classifier (config.json's architectures; a token
-  // classifier) is no trained head of this run: a new one is started, its labels from the data.
-  if (!config.other_architecture.empty() || config.head != HeadKind::kSequenceClassification) {
+  const nlohmann::json hf = read_json_file(config_path);
+  const ModelConfig config = parse_model_config_json(hf, config_path);
+  const DataOptions& d = o.data;
+  const bool tagged = is_tagged_data(d, d.train_file);
+  // The checkpoint's head for this run's (the data's: tags or sentence labels), found by name as
+  // from_pretrained finds it, unless config.json's architectures names another class (a base
+  // model, another task's head): then a new one is started, its labels from the data.
+  ModelConfig run_config = config;
+  run_config.head = tagged ? HeadKind::kTokenClassification : HeadKind::kSequenceClassification;
+  std::optional<int> head_outputs = checkpoint_head_outputs(source, run_config);
+  if (!other_architecture(hf, *config.family, run_config.head, config_path).empty()) {
     head_outputs.reset();
   }
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
@@ -44,7 +53,25 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
                 " tokens the model's max_position_embeddings (", config.max_positions, ") hold in ",
                 model);
   }
-  const DataOptions& d = o.data;
+  const bool evaluates =
+      o.eval_every.when != EvalEvery::When::kNever && (!d.task.empty() || !d.dev_file.empty());
+  if (tagged) {
+    TrainData train = load_tagged_train_data(d, o.head, config, head_outputs, source);
+    RunData data{train.task,
+                 train.config,
+                 train.new_head,
+                 encode_tagged(*tokenizer, train.tagged, train.task.label_names, max_seq_len),
+                 {}};
+    report_word_truncation(train.tagged.path, data.train, max_seq_len);
+    drop_unlabelled(train.tagged.path, data.train);
+    if (evaluates) {
+      const LoadedTagged dev = load_eval_tagged(d, data.task);
+      data.dev.emplace_back("dev",
+                            encode_tagged(*tokenizer, dev, data.task.label_names, max_seq_len));
+      report_word_truncation(dev.path, data.dev.back().second, max_seq_len);
+    }
+    return data;
+  }
   TrainData train_data = load_train_data(d, o.head, config, head_outputs, source);
   const TaskInfo& task = train_data.task;
   const LoadedExamples& train = train_data.loaded;
@@ -52,7 +79,7 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
     log_warn(train.path, ": skipped ", train.skipped_rows, " malformed rows");
   }
   std::vector<std::pair<std::string, LoadedExamples>> dev_sets;
-  if (o.eval_every.when != EvalEvery::When::kNever && (!d.task.empty() || !d.dev_file.empty())) {
+  if (evaluates) {
     for (const std::string& split : task.eval_splits) {
       dev_sets.emplace_back(split, load_eval_examples(d, split, task));
     }
@@ -185,6 +212,7 @@ BatchOptions make_batch_options(const TrainOptions& o, const ModelConfig& config
   if (o.pad_to_max_length) b.fixed_len = o.compute.max_seq_len;
   b.max_len = config.max_tokens();
   if (task.problem == ProblemType::kMultiLabel) b.multi_label_classes = config.num_labels;
+  b.token_labels = task.head == HeadKind::kTokenClassification;
   return b;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "io/safetensors.h"
+#include "tests/util/compare.h"
 
 namespace bertfit::testing {
 
@@ -85,6 +87,23 @@ std::vector<float> all_params(const std::string& path) {
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
+}
+
+void expect_final_parameters(const std::string& weights, const std::string& golden_dir,
+                             const nlohmann::json& t) {
+  double lr_sum = 0;
+  for (const auto& lr : t["lrs"]) lr_sum += lr.get<double>();
+  SafetensorsFile want = SafetensorsFile::open(golden_dir + "/golden.safetensors");
+  for (const auto& [name, values] : tensors_of(weights)) {
+    const std::vector<float> ref = read_tensor(want, "final." + name);
+    ASSERT_EQ(values.size(), ref.size()) << name;
+    if (name.ends_with("attention.self.key.bias")) {
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        EXPECT_LE(std::fabs(double{values[i]} - ref[i]), 2 * lr_sum) << name << " " << i;
+      continue;
+    }
+    EXPECT_LT(rel_err(values, ref), 2e-3) << name;
+  }
 }
 
 }  // namespace bertfit::testing

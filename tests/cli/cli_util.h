@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,13 @@ void write_text(const std::string& path, const std::string& text);
 // left out): by name, or all concatenated in file order.
 std::map<std::string, std::vector<float>> tensors_of(const std::string& path);
 std::vector<float> all_params(const std::string& path);
+
+// The parameters `bertfit train` saved in `weights` against golden_dir's final.<name> tensors
+// after the golden.json `trajectory` t: ‖ours − HF's‖ ≤ 2e-3 ‖HF's‖ per tensor, but for the
+// attention key biases, whose true gradient is zero and whose AdamW updates are the sign of
+// rounding noise in either implementation: there every element within 2·Σ lr of HF's
+// (tests/golden/golden_test.cc argues both).
+void expect_final_parameters(const std::string& weights, const std::string& golden_dir,
+                             const nlohmann::json& t);
 
 }  // namespace bertfit::testing

@@ -56,7 +56,12 @@ TEST_P(ForwardGolden, EvalModeGradientsMatchTransformers) {
   ForwardRun run = run_forward(dir + "/model", dir + "/batch.json", /*train_mode=*/false);
   ASSERT_FALSE(run.grads.empty());
   SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
-  EXPECT_LT(rel_err(flat_json(run.out["logits"]), read_tensor(golden, "eval.logits")), 1e-4);
+  const std::vector<double> logits = flat_json(run.out["logits"]);
+  const std::vector<float> want_logits = read_tensor(golden, "eval.logits");
+  EXPECT_LT(rel_err(logits, want_logits), 1e-4);
+  ASSERT_EQ(logits.size(), want_logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i)  // and within 1e-6 of each, absolutely
+    EXPECT_NEAR(logits[i], want_logits[i], 1e-6) << "logit " << i;
   const float want_loss = read_tensor(golden, "train.loss")[0];  // dropout 0: the eval-mode loss
   EXPECT_NEAR(run.out["loss"].get<double>(), want_loss, 1e-5 * std::fabs(want_loss));
   Grads want;

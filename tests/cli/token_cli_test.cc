@@ -1,0 +1,242 @@
+// Token classification through the binary (issue 33): `train` from tagged words (a CoNLL file,
+// tagged JSONL with --tokens-column / --tags-column and integer tags) follows transformers
+// 4.28.1's trajectory on the golden token classifiers step by step; `eval` on tagged words gives
+// seqeval's scores of the model's own predictions (taken from `forward` on the same aligned
+// batch); a base checkpoint starts a token head and says so; the saved model is a
+// *ForTokenClassification with the data's tags; errors name the file, line, tag or flag.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "data/seqeval.h"
+#include "io/safetensors.h"
+#include "tests/util/compare.h"
+
+namespace bertfit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string golden(const std::string& model) { return shared_dir() + "/golden/" + model; }
+
+nlohmann::json golden_batch(const std::string& model) {
+  return nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
+}
+
+// The golden batch's words and word tags as a CoNLL file (a word and its tag per line).
+std::string write_conll(const TempDir& tmp, const std::string& model) {
+  const nlohmann::json batch = golden_batch(model);
+  std::string text;
+  for (std::size_t s = 0; s < batch["words"].size(); ++s) {
+    for (std::size_t w = 0; w < batch["words"][s].size(); ++w) {
+      text += batch["words"][s][w].get<std::string>() + " " +
+              batch["word_tags"][s][w].get<std::string>() + "\n";
+    }
+    text += "\n";
+  }
+  write_text(tmp / "train.conll", text);
+  return tmp / "train.conll";
+}
+
+// A copy of a golden token classifier with dropout 0 (as its trajectory was made) and the
+// architectures save_pretrained writes.
+std::string model_copy(const TempDir& tmp, const std::string& model, const std::string& cls) {
+  const std::string dir = tmp / "m";
+  fs::copy(golden(model) + "/model", dir);
+  nlohmann::json config = nlohmann::json::parse(read_text(dir + "/config.json"));
+  config["hidden_dropout_prob"] = config["attention_probs_dropout_prob"] = 0.0;
+  config["classifier_dropout"] = 0.0;
+  config["architectures"] = {cls};
+  write_text(dir + "/config.json", config.dump(2));
+  return dir;
+}
+
+std::string T_of(const std::string& model) {
+  return std::to_string(golden_batch(model)["input_ids"][0].size());
+}
+
+// golden.json's 6 AdamW steps (batches of 4 in file order, warmup 2, weight decay 0.01,
+// clipping at 1) from the words: each step's loss, learning rate and gradient norm, and the
+// final parameters (‖ours − HF's‖ ≤ 2e-3 ‖HF's‖ per tensor). The label ids are the model's
+// nine tags though the data holds only some of them (run_ner keeps a model's own labels).
+TEST(TokenCli, TrajectoryFromACoNLLFileMatchesTransformers) {
+  for (auto [model, cls] : {std::pair{"bert-tokcls-tiny", "BertForTokenClassification"},
+                            std::pair{"roberta-tokcls-tiny", "RobertaForTokenClassification"}}) {
+    SCOPED_TRACE(model);
+    TempDir tmp;
+    const std::string m = model_copy(tmp, model, cls), conll = write_conll(tmp, model);
+    const nlohmann::json t =
+        nlohmann::json::parse(read_text(golden(model) + "/golden.json"))["trajectory"];
+    RunResult r =
+        run_bertfit("train --model " + m + " --output " + (tmp / "out") + " --train-file " + conll +
+                    " --no-shuffle --batch-size 4 --max-steps 6 --lr " + t["lr"].dump() +
+                    " --warmup-steps 2 --weight-decay " + t["weight_decay"].dump() +
+                    " --max-seq-len " + T_of(model) + " --log-every 1 --eval-every never");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream records(read_text(tmp / "out/metrics.jsonl"));
+    int step = 0;
+    for (std::string line; std::getline(records, line);) {
+      const nlohmann::json rec = nlohmann::json::parse(line);
+      if (!rec.contains("grad_norm")) continue;
+      ASSERT_LT(step, 6);
+      const double loss = t["losses"][step], norm = t["grad_norms_before_clip"][step];
+      EXPECT_NEAR(rec["loss"].get<double>(), loss, 1e-4 * loss) << "step " << step;
+      EXPECT_NEAR(rec["lr"].get<double>(), t["lrs"][step].get<double>(), 1e-12) << step;
+      EXPECT_NEAR(rec["grad_norm"].get<double>(), norm, 1e-3 * norm) << "step " << step;
+      ++step;
+    }
+    EXPECT_EQ(step, 6);
+    expect_final_parameters(tmp / "out/model.safetensors", golden(model), t);
+    const nlohmann::json saved = nlohmann::json::parse(read_text(tmp / "out/config.json"));
+    EXPECT_EQ(saved["architectures"], nlohmann::json{cls});
+    EXPECT_EQ(saved["id2label"].size(), 9u);  // the model's tags kept
+  }
+}
+
+// eval's scores are seqeval's (data/seqeval.h, held to the real seqeval by its own test) of
+// the model's predictions on each word's first sub-token: `forward` on the golden batch (the
+// same alignment, the aligned batch of transformers) gives those predictions independently.
+TEST(TokenCli, EvalScoresTheModelsPredictionsOfEachWord) {
+  const std::string model = "bert-tokcls-tiny";
+  TempDir tmp;
+  const std::string m = model_copy(tmp, model, "BertForTokenClassification");
+  const std::string conll = write_conll(tmp, model);
+  RunResult e =
+      run_bertfit("eval --model " + m + " --dev-file " + conll + " --max-seq-len " + T_of(model));
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const nlohmann::json ev = nlohmann::json::parse(last_line(e.out));
+  RunResult f = run_bertfit("forward --model " + m + " --batch " + golden(model) + "/batch.json");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const nlohmann::json logits = nlohmann::json::parse(f.out)["logits"];
+  const nlohmann::json batch = golden_batch(model);
+  const nlohmann::json config = nlohmann::json::parse(read_text(m + "/config.json"));
+  std::vector<std::vector<std::string>> truth, predicted;
+  for (std::size_t s = 0; s < batch["labels"].size(); ++s) {
+    std::vector<std::string> t, p;
+    for (std::size_t j = 0; j < batch["labels"][s].size(); ++j) {
+      const int y = batch["labels"][s][j];
+      if (y < 0) continue;
+      const std::vector<float> row = logits[s][j];
+      const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+      t.push_back(config["id2label"][std::to_string(y)]);
+      p.push_back(config["id2label"][std::to_string(best)]);
+    }
+    truth.push_back(t);
+    predicted.push_back(p);
+  }
+  const SeqevalScores want = seqeval_scores(truth, predicted);
+  EXPECT_NEAR(ev["eval_precision"].get<double>(), want.precision, 1e-12);
+  EXPECT_NEAR(ev["eval_recall"].get<double>(), want.recall, 1e-12);
+  EXPECT_NEAR(ev["eval_f1"].get<double>(), want.f1, 1e-12);
+  EXPECT_NEAR(ev["eval_accuracy"].get<double>(), want.accuracy, 1e-12);
+  for (const EntityTypeScores& type : want.types) {
+    EXPECT_NEAR(ev["eval_" + type.type + "_f1"].get<double>(), type.f1, 1e-12) << type.type;
+  }
+  EXPECT_GT(want.types.size(), 1u);
+  EXPECT_EQ(ev["examples"], 8);
+}
+
+// Tagged JSONL under other keys, with integer tags naming the model's id2label (as the Hub's
+// datasets store them), trains a base checkpoint into a token classifier: a new head said in
+// transformers' words, the data's tags as its labels, then eval on the same file.
+TEST(TokenCli, BaseCheckpointLearnsTagsFromJsonl) {
+  TempDir tmp;
+  init_tiny_model(tmp / "base", "bert");
+  const std::string jsonl = tmp / "tags.jsonl";
+  std::string text;
+  const char* sentences[][4] = {{"Paris", "is", "in", "France"},
+                                {"Anna", "lives", "in", "Berlin"},
+                                {"the", "EU", "met", "today"}};
+  const char* tags[][4] = {
+      {"B-LOC", "O", "O", "B-LOC"}, {"B-PER", "O", "O", "B-LOC"}, {"O", "B-ORG", "O", "O"}};
+  for (int s = 0; s < 3; ++s) {
+    nlohmann::json row{{"words", nlohmann::json::array()}, {"ner", nlohmann::json::array()}};
+    for (int w = 0; w < 4; ++w) {
+      row["words"].push_back(sentences[s][w]);
+      row["ner"].push_back(tags[s][w]);
+    }
+    text += row.dump() + "\n";
+  }
+  write_text(jsonl, text);
+  RunResult r = run_bertfit("train --model " + (tmp / "base") + " --output " + (tmp / "out") +
+                            " --train-file " + jsonl + " --dev-file " + jsonl +
+                            " --tokens-column words --tags-column ner --max-steps 2 "
+                            "--batch-size 2 --max-seq-len 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Some weights of BertForTokenClassification were not initialized"),
+            std::string::npos)
+      << r.err;
+  const nlohmann::json saved = nlohmann::json::parse(read_text(tmp / "out/config.json"));
+  EXPECT_EQ(saved["architectures"], nlohmann::json{"BertForTokenClassification"});
+  EXPECT_EQ(saved["id2label"],
+            (nlohmann::json{{"0", "B-LOC"}, {"1", "B-ORG"}, {"2", "B-PER"}, {"3", "O"}}));
+  const nlohmann::json last = nlohmann::json::parse(last_line(r.out));
+  for (const char* k : {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy"}) {
+    EXPECT_TRUE(last.contains(k)) << k << ": " << last;
+  }
+  // Integer tags name the trained model's id2label; eval reads them so.
+  write_text(tmp / "ids.jsonl", R"({"words": ["Paris", "is", "nice"], "ner": [0, 3, 3]})"
+                                "\n");
+  RunResult e = run_bertfit("eval --model " + (tmp / "out") + " --dev-file " + (tmp / "ids.jsonl") +
+                            " --tokens-column words --tags-column ner");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(last_line(e.out))["examples"], 1);
+  RunResult i = run_bertfit("inspect " + (tmp / "out"));
+  EXPECT_NE(i.out.find("head:          token classification"), std::string::npos) << i.out;
+}
+
+TEST(TokenCli, ErrorsNameTheFileLineTagOrFlag) {
+  TempDir tmp;
+  const std::string m = model_copy(tmp, "bert-tokcls-tiny", "BertForTokenClassification");
+  write_text(tmp / "bad.conll", "EU B-ORG\nrejects O\nGerman B-FOO\n\n");
+  RunResult r = run_bertfit("eval --model " + m + " --dev-file " + (tmp / "bad.conll"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find((tmp / "bad.conll") + ":3: tag 'B-FOO' is not one of the model's tags"),
+            std::string::npos)
+      << r.err;
+  // A token classifier does not score labelled texts, nor a sequence classifier tagged words.
+  write_text(tmp / "rows.csv", "text,label\na b,LABEL_0\n");
+  r = run_bertfit("eval --model " + m + " --dev-file " + (tmp / "rows.csv") +
+                  " --text-a-column text --label-column label");
+  EXPECT_NE(r.err.find("is a token classification model (BertForTokenClassification) but"),
+            std::string::npos)
+      << r.err;
+  init_tiny_model(tmp / "seq", "bert");
+  write_text(tmp / "ok.conll", "EU B-ORG\nrejects O\n\n");
+  r = run_bertfit("eval --model " + (tmp / "seq") + " --dev-file " + (tmp / "ok.conll"));
+  EXPECT_NE(r.err.find("is a sequence classification model (BertForSequenceClassification) but " +
+                       (tmp / "ok.conll") + " holds tagged words"),
+            std::string::npos)
+      << r.err;
+  // The tags decide the head's labels: flags for sentence labels do not apply.
+  for (const char* flag : {"--num-labels 3", "--regression", "--problem-type regression"}) {
+    r = run_bertfit("train --model " + m + " --output " + (tmp / "out") + " --train-file " +
+                    (tmp / "ok.conll") + " " + flag + " --max-steps 1");
+    EXPECT_NE(r.exit_code, 0) << flag;
+    EXPECT_NE(r.err.find("holds tagged words (token classification): --regression, --num-labels "
+                         "and --problem-type do not apply"),
+              std::string::npos)
+        << flag << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(tmp / "out"));
+  // A CoNLL file is no table: --format conll with --text-a-column is still tagged data, and a
+  // .conll file read as a table names what it is.
+  write_text(tmp / "words.txt", "EU B-ORG\nrejects O\n\n");
+  r = run_bertfit("train --model " + m + " --output " + (tmp / "out2") + " --train-file " +
+                  (tmp / "words.txt") + " --format conll --max-steps 1 --batch-size 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_bertfit("predict --model " + (tmp / "seq") + " --input " + (tmp / "ok.conll") +
+                  " --text-a-column 0");
+  EXPECT_NE(r.err.find(": a CoNLL file holds tagged words (token classification), not rows"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace bertfit::testing
