@@ -163,9 +163,9 @@ Checkpoint open_model_weights(const std::string& dir) {
   return open_weights(dir, *find_weights(dir));
 }
 
-std::optional<int> checkpoint_head_outputs(const std::string& dir) {
+std::optional<int> checkpoint_head_outputs(const std::string& dir, const ModelConfig& config) {
   const Checkpoint checkpoint = open_model_weights(dir);
-  const CheckpointTensor* t = checkpoint.find("classifier.weight");
+  const CheckpointTensor* t = checkpoint.find(std::string(config.family->head.out) + ".weight");
   if (t == nullptr || t->shape.rank() != 2) return std::nullopt;
   return static_cast<int>(t->shape.dims[0]);
 }

@@ -50,10 +50,11 @@ struct CheckpointMatch {
 CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout& layout,
                                  const ModelConfig& config, bool reinit_mismatched_head = false);
 
-// The number of outputs of the classifier in the weights of model folder `dir`
-// (classifier.weight's first dimension), or nullopt when they hold none (a base model, whose
-// head a run must create). Reads tensor headers only.
-std::optional<int> checkpoint_head_outputs(const std::string& dir);
+// The number of outputs of the classifier in the weights of model folder `dir` (the first
+// dimension of the weight of config's family's output layer: classifier.weight,
+// classifier.out_proj.weight), or nullopt when they hold none (a base model, whose head a run
+// must create). Reads tensor headers only.
+std::optional<int> checkpoint_head_outputs(const std::string& dir, const ModelConfig& config);
 
 // The weights of model folder `dir` in transformers' order of preference
 // (PreTrainedModel.from_pretrained): dir/model.safetensors, model.safetensors.index.json,

@@ -28,8 +28,8 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
   if (is_directory(source) && !path_exists(config_path)) {
     throw_error(source, ": no config.json in the model folder");
   }
-  const std::optional<int> head_outputs = checkpoint_head_outputs(source);
   const ModelConfig config = load_model_config(config_path);
+  const std::optional<int> head_outputs = checkpoint_head_outputs(source, config);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
   check_tokenizer_fits(*tokenizer, config, model);
   const int max_seq_len = o.compute.max_seq_len;
