@@ -1,40 +1,51 @@
-// The command matrix: `forward` (eval and train mode, with and without --grads), `eval`,
-// `predict` and one `train` step run through the binary over a fixed list of random small
-// models, each checked against the double-precision reference model (model/ref): both
-// architectures, hidden sizes that are not multiples of 8 or 16 (1–6 heads of 2–7 channels),
-// odd intermediate sizes, 1–3 layers, 1–5 labels, the three problem types, 1–130 tokens,
-// batches of 1–9 with padding from none to all but one token, gelu / gelu_new / relu, fp32 and
-// bf16, one and two threads. Run in the release and the AddressSanitizer builds.
+// The command matrix: `init`, then `forward` (eval and train mode, with and without --grads),
+// `eval`, `predict` and one `train` step run through the binary over a fixed list of random
+// small models, each checked against the double-precision reference model (model/ref). Every
+// family of matrix_families.cc (distilbert, bert, roberta, xlm-roberta: one entry each, with a
+// tokenizer the test writes whose ids it controls) gets kCasesPerFamily cases spanning hidden
+// sizes that are not multiples of 8 or 16 (1–6 heads of 2–7 channels), odd intermediate sizes,
+// 1–3 layers, 1–5 labels, the three problem types, 1–130 tokens, batches of 1–9 with padding
+// from none to all but one token (the family's padding id: RoBERTa's positions count from it),
+// gelu / gelu_new / relu, fp32 and bf16, one and two threads, and int8 inference. Run in the
+// release and the AddressSanitizer builds.
 //
 // Tolerances. fp32 against double: as tests/golden/golden_test.cc argues, errors of a few 1e-6
 // relative for reductions of a few hundred terms; 1e-4 relative L2 per tensor (gradients
-// against max(‖ref‖, 1e-3 · the largest gradient norm), for tensors whose true gradient is 0).
+// against max(‖ref‖, 1e-3 · the largest gradient norm), for tensors whose true gradient is 0;
+// logits on the scale of logit_scale, below).
 // bf16: products of operands rounded to 8 bits err by ~1.6e-3 relative each (golden_test's
 // argument), compounding over ≤ 3 layers and the head to a few 1e-3: 3e-2 for logits, loss and
 // probabilities. bf16 gradients of random models cancel heavily (golden_test measured 13–19%
 // per tensor); here the whole gradient vector must be within 0.3 relative and point the same
-// way (cosine ≥ 0.95): a wrong formula gives O(1) errors and cosines near 0.
+// way (cosine ≥ 0.95): a wrong formula gives O(1) errors and cosines near 0. Some models are
+// worse conditioned still (distilbert_3: the exact gradient at the weights merely rounded to
+// bf16 is 0.73 off, cosine 0.78), so the train step's bf16 sign check allows twice the sign
+// flips that rounding the weights causes in the exact gradient, when that exceeds 5%.
 // int8 (inference: forward, eval, predict of every case): weights rounded to 1/254 of their
 // channel's largest magnitude and inputs to 1/510 of their row's range err by up to ~0.4% and
 // ~0.2% each; sums of K such products average the errors, so each product errs by ~1% of its
 // output's scale, compounding over ≤ 3 layers and amplified by random weights (initializer
 // range 0.3); attention's per-head products on bf16 operands (on CPUs with native bf16) add
-// bf16's ~1.6e-3 per product: measured 0.0001–0.046 relative on logits and predictions over
-// the 12 cases (0.039 with attention in fp32); 8e-2 is the bound. Dropping the input's
-// zero-point term (a plausible bug) fails 7 of 12.
+// bf16's ~1.6e-3 per product: measured 0.0002–0.076 relative on logits and predictions over
+// the 20 cases (the largest on C = 28–30 models; 0.0001–0.046 over the 12 BERT and DistilBERT
+// cases before issue 32, 0.039 with attention in fp32); 8e-2 is the bound. Dropping the
+// input's zero-point term (a plausible bug) fails all 20.
 // The train step is AdamW's first: m̂ = g, v̂ = g², so each parameter moves by
 // −lr · g / (|g| + 1e-8), i.e. by ∓lr wherever |g| is clearly above rounding: checked there.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cli_util.h"
+#include "matrix_families.h"
 #include "model/model_io.h"
 #include "model/ref/ref_model.h"
 #include "tests/util/compare.h"
@@ -42,29 +53,53 @@
 namespace bertfit::testing {
 namespace {
 
-constexpr int kVocab = 60;  // [PAD] [UNK] [CLS] [SEP] [MASK] tok5 .. tok59
-constexpr int kCls = 2, kSep = 3;
-constexpr int kMaxPositions = 132;
-constexpr int kCases = 12;
+// --max-seq-len; the position tables have 2 rows more (RoBERTa's positions start after the
+// padding id 1).
+constexpr int kMaxSeqLen = 132;
+constexpr int kCasesPerFamily = 5;  // the matrix's running time grows with it
 constexpr double kInt8Tolerance = 8e-2;
+constexpr double kInitializerRange = 0.3;
+
+// The scale logits are compared on: their norm, at least kInitializerRange per logit. A logit of
+// these random models sums C products of features up to 1 with N(0, 0.3²) weights; rounding
+// (bf16, int8) errs on the scale of those products, not on that of a sum that happens to cancel
+// (a single regression logit of 0.04 is one).
+double logit_scale(std::size_t n) { return kInitializerRange * std::sqrt(static_cast<double>(n)); }
+
+// The parameters rounded to bf16 (to nearest even), as bf16 products see the weights.
+std::vector<double> rounded_to_bf16(std::vector<double> params) {
+  for (double& x : params) {
+    float f = static_cast<float>(x);
+    std::uint32_t u = 0;
+    std::memcpy(&u, &f, 4);
+    u = (u + 0x7fff + (u >> 16 & 1)) & 0xffff0000u;
+    std::memcpy(&f, &u, 4);
+    x = f;
+  }
+  return params;
+}
+
+int case_count() { return static_cast<int>(matrix_families().size()) * kCasesPerFamily; }
 
 struct Case {
   int index = 0;
-  std::string arch;
+  const MatrixFamily* family = nullptr;
   int heads = 1, hidden = 2, intermediate = 3, layers = 1, num_labels = 1;
   ProblemType problem = ProblemType::kRegression;
   std::string activation, precision;
   int threads = 1;
   ref::ModelBatch batch;                  // the forward batch, B rows padded to T
   std::vector<std::vector<int>> rows;     // the data file's rows as ids, [CLS] .. [SEP]
+                                          // (<s> .. </s>)
   std::vector<std::vector<int>> classes;  // per data row: class ids (multi-label: 0 or more)
   std::vector<double> targets;            // per data row: regression target
 };
 
 std::string describe(const Case& c) {
-  return "case " + std::to_string(c.index) + ": " + c.arch + " C=" + std::to_string(c.hidden) +
-         " H=" + std::to_string(c.heads) + " I=" + std::to_string(c.intermediate) +
-         " L=" + std::to_string(c.layers) + " K=" + std::to_string(c.num_labels) +
+  return "case " + std::to_string(c.index) + ": " + c.family->arch +
+         " C=" + std::to_string(c.hidden) + " H=" + std::to_string(c.heads) +
+         " I=" + std::to_string(c.intermediate) + " L=" + std::to_string(c.layers) +
+         " K=" + std::to_string(c.num_labels) +
          (c.problem == ProblemType::kRegression   ? " regression "
           : c.problem == ProblemType::kMultiLabel ? " multi-label "
                                                   : " single-label ") +
@@ -72,33 +107,37 @@ std::string describe(const Case& c) {
          " B=" + std::to_string(c.batch.B) + " T=" + std::to_string(c.batch.T);
 }
 
+// Case j of a family (j < kCasesPerFamily = 5): activation j % 3, bf16 for odd j, regression
+// (j = 0, 1), single-label (2, 3), multi-label (4), two threads from j = 3; j = 0 has 130
+// tokens, j = 1 a single sequence, j = 2 only its first token. Sizes are drawn at random.
 Case make_case(int index) {
   std::mt19937 rng(1000 + index);
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  const int j = index % kCasesPerFamily;
   Case c;
   c.index = index;
-  c.arch = index % 2 == 0 ? "distilbert" : "bert";
+  c.family = &matrix_families().at(index / kCasesPerFamily);
+  const MatrixVocabulary& v = c.family->vocabulary;
   c.heads = pick(1, 6);
   c.hidden = c.heads * pick(2, 7);
   c.intermediate = 2 * pick(1, 30) + 1;
   c.layers = pick(1, 3);
-  c.num_labels = pick(1, 5);
-  if (c.num_labels > 1) {
-    c.problem = pick(0, 1) == 0 ? ProblemType::kSingleLabel : ProblemType::kMultiLabel;
-  }
-  c.activation = std::vector<std::string>{"gelu", "gelu_new", "relu"}[index % 3];
-  c.precision = index % 4 == 3 ? "bf16" : "fp32";
-  c.threads = 1 + (index / 2) % 2;
+  c.problem = std::vector<ProblemType>{ProblemType::kRegression, ProblemType::kSingleLabel,
+                                       ProblemType::kMultiLabel}[j / 2 % 3];
+  c.num_labels = c.problem == ProblemType::kRegression ? 1 : pick(2, 5);
+  c.activation = std::vector<std::string>{"gelu", "gelu_new", "relu"}[j % 3];
+  c.precision = j % 2 == 1 ? "bf16" : "fp32";
+  c.threads = 1 + j / 3 % 2;
   // Forward batch: the first row has no padding, the second (if any) one real token.
   ref::ModelBatch& b = c.batch;
-  b.B = index == 1 ? 1 : pick(1, 9);                       // case 1: a single sequence
-  b.T = index == 0 ? 130 : index == 2 ? 1 : pick(1, 130);  // case 2: [CLS] alone
+  b.B = j == 1 ? 1 : pick(1, 9);                   // a single sequence
+  b.T = j == 0 ? 130 : j == 2 ? 1 : pick(1, 130);  // [CLS] (<s>) alone
   for (int r = 0; r < b.B; ++r) {
     const int len = r == 0 ? b.T : r == 1 ? 1 : pick(1, b.T);
     for (int t = 0; t < b.T; ++t) {
-      b.input_ids.push_back(t == 0 ? kCls : t < len ? pick(5, kVocab - 1) : 0);
+      b.input_ids.push_back(t == 0 ? v.cls : t < len ? pick(v.word_lo, v.word_hi) : v.pad);
       b.attention_mask.push_back(t < len ? 1 : 0);
-      b.token_type_ids.push_back(t < len && t >= (len + 1) / 2 ? 1 : 0);
+      b.token_type_ids.push_back(c.family->type_vocab_size != 1 && t < len && t >= (len + 1) / 2);
     }
     if (c.problem == ProblemType::kMultiLabel) {
       for (int k = 0; k < c.num_labels; ++k) b.labels.push_back(pick(0, 1));
@@ -112,9 +151,10 @@ Case make_case(int index) {
   const int rows = b.B + c.num_labels;
   for (int r = 0; r < rows; ++r) {
     const int len = pick(2, std::max(2, b.T));
-    std::vector<int> ids = {kCls};
-    for (int t = 1; t + 1 < len; ++t) ids.push_back(pick(5, kVocab - 1));
-    ids.push_back(kSep);
+    std::vector<int> ids = {v.cls};
+    for (int t = 1; t + 1 < len; ++t)
+      ids.push_back(t == 1 ? pick(v.first_lo, v.first_hi) : pick(v.word_lo, v.word_hi));
+    ids.push_back(v.sep);
     c.rows.push_back(ids);
     std::vector<int> classes = {r % c.num_labels};
     if (c.problem == ProblemType::kMultiLabel && r % 3 == 0 && c.num_labels > 1) {
@@ -137,7 +177,7 @@ ref::ModelBatch data_batch(const Case& c) {
     const auto& r = c.rows[i];
     for (int t = 0; t < b.T; ++t) {
       const bool real = t < static_cast<int>(r.size());
-      b.input_ids.push_back(real ? r[t] : 0);
+      b.input_ids.push_back(real ? r[t] : c.family->vocabulary.pad);
       b.attention_mask.push_back(real ? 1 : 0);
       b.token_type_ids.push_back(0);
     }
@@ -159,7 +199,8 @@ std::string data_file(const Case& c) {
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     std::string text;
     for (std::size_t t = 1; t + 1 < c.rows[i].size(); ++t)
-      text.append(text.empty() ? "tok" : " tok").append(std::to_string(c.rows[i][t]));
+      text += c.family->vocabulary.text(c.rows[i][t]);
+    if (!text.empty() && text[0] == ' ') text.erase(0, 1);
     std::string label;
     if (c.problem == ProblemType::kRegression) {
       label = std::to_string(c.targets[i]);
@@ -172,26 +213,21 @@ std::string data_file(const Case& c) {
 }
 
 std::string init_args(const Case& c, const std::string& dir, const std::string& vocab) {
-  std::string s = "init --arch " + c.arch + " --output " + dir + " --vocab " + vocab +
-                  " --num-labels " + std::to_string(c.num_labels) + " --seed " +
-                  std::to_string(c.index) + " --set initializer_range=0.3" +
-                  " --set max_position_embeddings=" + std::to_string(kMaxPositions);
+  std::string s = "init --arch " + std::string(c.family->arch) + " --output " + dir + " --vocab " +
+                  vocab + " --num-labels " + std::to_string(c.num_labels) + " --seed " +
+                  std::to_string(c.index) +
+                  " --set initializer_range=" + std::to_string(kInitializerRange) +
+                  " --set max_position_embeddings=" + std::to_string(kMaxSeqLen + 2);
   auto set = [&](const std::string& k, const std::string& v) { s += " --set " + k + "=" + v; };
-  if (c.arch == "distilbert") {
-    set("n_layers", std::to_string(c.layers));
-    set("dim", std::to_string(c.hidden));
-    set("n_heads", std::to_string(c.heads));
-    set("hidden_dim", std::to_string(c.intermediate));
-    set("activation", c.activation);
-    for (const char* k : {"dropout", "attention_dropout", "seq_classif_dropout"}) set(k, "0");
-  } else {
-    set("num_hidden_layers", std::to_string(c.layers));
-    set("hidden_size", std::to_string(c.hidden));
-    set("num_attention_heads", std::to_string(c.heads));
-    set("intermediate_size", std::to_string(c.intermediate));
-    set("hidden_act", c.activation);
-    for (const char* k : {"hidden_dropout_prob", "attention_probs_dropout_prob"}) set(k, "0");
-  }
+  const MatrixConfigKeys& keys = c.family->keys;
+  set(keys.layers, std::to_string(c.layers));
+  set(keys.hidden, std::to_string(c.hidden));
+  set(keys.heads, std::to_string(c.heads));
+  set(keys.intermediate, std::to_string(c.intermediate));
+  set(keys.activation, c.activation);
+  for (const char* k : keys.dropouts) set(k, "0");
+  if (c.family->type_vocab_size > 0)
+    set("type_vocab_size", std::to_string(c.family->type_vocab_size));
   if (c.problem == ProblemType::kMultiLabel) set("problem_type", "multi_label_classification");
   return s;
 }
@@ -228,12 +264,13 @@ class Matrix : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     c_ = make_case(GetParam());
-    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-    for (int i = 5; i < kVocab; ++i) vocab += "tok" + std::to_string(i) + "\n";
-    write_text(tmp_ / "vocab.txt", vocab);
-    RunResult r = run_bertfit(init_args(c_, tmp_ / "m", tmp_ / "vocab.txt"));
+    const std::string vocab = c_.family->vocabulary.write(tmp_ / "tokenizer");
+    RunResult r = run_bertfit(init_args(c_, tmp_ / "m", vocab));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     state_ = load_model(tmp_ / "m");
+    // The config init wrote: vocab_size from the tokenizer's ids, the family's padding id.
+    ASSERT_EQ(state_.config.vocab_size, c_.family->vocabulary.size);
+    ASSERT_EQ(state_.config.pad_token_id, c_.family->vocabulary.pad);
     params_ = params_of(tmp_ / "m");
     compute_ = " --precision " + c_.precision + " --threads " + std::to_string(c_.threads);
   }
@@ -260,8 +297,8 @@ TEST_P(Matrix, ForwardMatchesTheReference) {
                     compute_ + mode + (grads ? " " + (tmp_ / "g.safetensors") : ""));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json out = nlohmann::json::parse(r.out);
-    // Logits are small in random models: compare on the scale of the largest, at least 1e-2.
-    EXPECT_LT(rel_err(flat_json(out["logits"]), want.logits, 1e-2), fwd_tol);
+    EXPECT_LT(rel_err(flat_json(out["logits"]), want.logits, logit_scale(want.logits.size())),
+              fwd_tol);
     EXPECT_NEAR(out["loss"].get<double>(), want.loss,
                 fwd_tol * std::max(1.0, std::fabs(want.loss)));
     if (!grads) continue;
@@ -300,7 +337,7 @@ TEST_P(Matrix, EvalPredictAndATrainStepMatchTheReference) {
       ref::model_forward_backward(state_.config, state_.layout, params_, data);
   write_text(tmp_ / "d.tsv", data_file(c_));
   const std::string file =
-      " --text-a-column text --max-seq-len " + std::to_string(kMaxPositions) + compute_;
+      " --text-a-column text --max-seq-len " + std::to_string(kMaxSeqLen) + compute_;
   const double tol = bf16() ? 3e-2 : 1e-4;
   const int K = c_.num_labels;
 
@@ -349,7 +386,14 @@ TEST_P(Matrix, EvalPredictAndATrainStepMatchTheReference) {
   for (double g : want.grads) gmax = std::max(gmax, std::fabs(g));
   // Where |g| is well above the engine's rounding, the step is −lr · sign(g) (to 1e-3 · lr).
   const double clear = (bf16() ? 5e-2 : 1e-3) * gmax;
-  std::size_t checked = 0, wrong = 0;
+  // bf16: the exact gradient at the weights rounded to bf16, to count the clear gradients whose
+  // sign rounding alone flips (see the top).
+  const std::vector<double> at_bf16 =
+      bf16() ? ref::model_forward_backward(state_.config, state_.layout, rounded_to_bf16(params_),
+                                           data)
+                   .grads
+             : std::vector<double>();
+  std::size_t checked = 0, wrong = 0, fragile = 0;
   for (std::size_t i = 0; i < after.size(); ++i) {
     const double g = want.grads[i], step = after[i] - params_[i];
     EXPECT_LE(std::fabs(step), lr * (1 + 1e-3)) << i;  // Adam's first step is at most lr
@@ -357,11 +401,14 @@ TEST_P(Matrix, EvalPredictAndATrainStepMatchTheReference) {
     ++checked;
     wrong +=
         std::fabs(step + lr * g / (std::fabs(g) + 1e-8)) > 1e-3 * lr + 1e-6 * std::fabs(params_[i]);
+    fragile += bf16() && (at_bf16[i] > 0) != (g > 0);
   }
   EXPECT_GT(checked, 0u);
   // fp32: every clear gradient's sign is right; bf16: all but a few percent (its gradients
-  // are 13–19% off per tensor on random models, see the top).
-  EXPECT_LE(wrong, bf16() ? checked / 20 : 0u) << wrong << " of " << checked;
+  // are 13–19% off per tensor on random models, see the top), or twice the signs rounding the
+  // weights flips in the exact gradient where that is more.
+  EXPECT_LE(wrong, bf16() ? std::max(checked / 20, 2 * fragile) : 0u)
+      << wrong << " of " << checked << " (rounding the weights flips " << fragile << ")";
 }
 
 // int8 inference (forward, eval, predict) of every case, whatever its training precision,
@@ -376,7 +423,8 @@ TEST_P(Matrix, Int8InferenceMatchesTheReference) {
                             (tmp_ / "batch.json") + compute);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out);
-  const double logits_err = rel_err(flat_json(out["logits"]), want.logits, 1e-2);
+  const double logits_err =
+      rel_err(flat_json(out["logits"]), want.logits, logit_scale(want.logits.size()));
   std::printf("int8 %s: logits %.3g\n", describe(c_).c_str(), logits_err);
   EXPECT_LT(logits_err, kInt8Tolerance);
   EXPECT_NEAR(out["loss"].get<double>(), want.loss,
@@ -392,7 +440,7 @@ TEST_P(Matrix, Int8InferenceMatchesTheReference) {
       ref::model_forward_backward(state_.config, state_.layout, params_, data);
   write_text(tmp_ / "d.tsv", data_file(c_));
   const std::string file =
-      " --text-a-column text --max-seq-len " + std::to_string(kMaxPositions) + compute;
+      " --text-a-column text --max-seq-len " + std::to_string(kMaxSeqLen) + compute;
   RunResult e = run_bertfit("eval --model " + (tmp_ / "m") + " --dev-file " + (tmp_ / "d.tsv") +
                             " --label-column label --batch-size 3" + file);
   ASSERT_EQ(e.exit_code, 0) << e.err;
@@ -427,12 +475,19 @@ TEST_P(Matrix, Int8InferenceMatchesTheReference) {
       for (int k = 0; k < K; ++k) got[i + k] -= mg, want_rows[i + k] -= mw;
     }
   }
-  const double pred_err = rel_err(got, want_rows, 1e-2);
+  const double pred_err = rel_err(got, want_rows, logit_scale(got.size()));
   std::printf("int8 %s: predict %.3g\n", describe(c_).c_str(), pred_err);
   EXPECT_LT(pred_err, kInt8Tolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Matrix, ::testing::Range(0, kCases));
+// Named by family and case: Cases/Matrix.<test>/xlm_roberta_3.
+INSTANTIATE_TEST_SUITE_P(Cases, Matrix, ::testing::Range(0, case_count()),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name =
+                               matrix_families().at(info.param / kCasesPerFamily).arch;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_" + std::to_string(info.param % kCasesPerFamily);
+                         });
 
 }  // namespace
 }  // namespace bertfit::testing

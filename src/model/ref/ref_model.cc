@@ -1,5 +1,7 @@
 // The reference classifier (see ref_model.h), straight from the formulas:
-//   x0 = LN(word[ids] + pos[t] (+ type[tt])) (then x0·Wpᵀ + bp, ELECTRA's projection)
+//   x0 = LN(word[ids] + pos[p] (+ type[tt])) (then x0·Wpᵀ + bp, ELECTRA's projection), p = t,
+//        or in the RoBERTa family the count of non-padding ids up to t plus pad_token_id
+//        (pad_token_id at padding)
 //   per layer: q,k,v = x·Wqᵀ+bq, x·Wkᵀ+bk, x·Wvᵀ+bv; a = Attn(q,k,v)
 //              h1 = LN1(x + a·Woᵀ + bo); out = LN2(h1 + act(h1·W1ᵀ + b1)·W2ᵀ + b2)
 //   head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g the family's (ReLU, tanh, GELU)
@@ -10,7 +12,6 @@
 
 #include "base/check.h"
 #include "kernels/ref/ref.h"
-#include "model/activations.h"
 #include "model/family.h"
 #include "model/layer.h"
 
@@ -44,6 +45,27 @@ void linear_backward(double* dx, double* dw, double* db, const double* dy, const
     }
 }
 
+// Position ids written out here, not shared with the engine (model/activations.h), so that a
+// wrong rule there shows: t, or RoBERTa's create_position_ids_from_input_ids,
+// cumsum(ids != pad) · (ids != pad) + pad.
+std::vector<std::int32_t> position_ids_of(const ModelConfig& c, const ModelBatch& in) {
+  std::vector<std::int32_t> pos(in.input_ids.size());
+  for (std::size_t b = 0; b < static_cast<std::size_t>(in.B); ++b) {
+    std::int32_t real = 0;
+    for (std::size_t t = 0; t < static_cast<std::size_t>(in.T); ++t) {
+      const std::size_t p = b * in.T + t;
+      if (c.family->position_ids == PositionIds::kIndex) {
+        pos[p] = static_cast<std::int32_t>(t);
+      } else if (in.input_ids[p] == c.pad_token_id) {
+        pos[p] = c.pad_token_id;
+      } else {
+        pos[p] = ++real + c.pad_token_id;
+      }
+    }
+  }
+  return pos;
+}
+
 struct Layer {  // what the forward keeps for the backward
   Vec x, qkv, probs, att, r1, mean1, rstd1, h1, f1, a, r2, mean2, rstd2;
 };
@@ -57,7 +79,7 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   const bool types_on = c.family->token_types();
   const double eps = c.layer_norm_eps;
   auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
-  const std::vector<std::int32_t> positions = position_ids(c, in.input_ids.data(), B, T);
+  const std::vector<std::int32_t> positions = position_ids_of(c, in);
   const std::int32_t* types = types_on ? in.token_type_ids.data() : nullptr;
   const AttentionShape shape{B, T, C, c.heads};
 
