@@ -1,10 +1,10 @@
 // The command matrix: `init`, then `forward` (eval and train mode, with and without --grads),
 // `eval`, `predict` and one `train` step run through the binary over a fixed list of random
 // small models, each checked against the double-precision reference model (model/ref). Every
-// family of matrix_families.cc (distilbert, bert, roberta, xlm-roberta: one entry each, with a
-// tokenizer the test writes whose ids it controls) gets kCasesPerFamily cases spanning hidden
-// sizes that are not multiples of 8 or 16 (1–6 heads of 2–7 channels), odd intermediate sizes,
-// 1–3 layers, 1–5 labels, the three problem types, 1–130 tokens, batches of 1–9 with padding
+// family of matrix_families.cc (distilbert, bert, roberta, xlm-roberta, electra: one entry each,
+// with a tokenizer the test writes whose ids it controls) gets kCasesPerFamily cases spanning
+// hidden sizes that are not multiples of 8 or 16 (1–6 heads of 2–7 channels), odd intermediate
+// sizes, 1–3 layers, 1–5 labels, the three problem types, 1–130 tokens, batches of 1–9 with padding
 // from none to all but one token (the family's padding id: RoBERTa's positions count from it),
 // gelu / gelu_new / relu, fp32 and bf16, one and two threads, and int8 inference. Run in the
 // release and the AddressSanitizer builds.
@@ -26,10 +26,11 @@
 // ~0.2% each; sums of K such products average the errors, so each product errs by ~1% of its
 // output's scale, compounding over ≤ 3 layers and amplified by random weights (initializer
 // range 0.3); attention's per-head products on bf16 operands (on CPUs with native bf16) add
-// bf16's ~1.6e-3 per product: measured 0.0002–0.076 relative on logits and predictions over
-// the 20 cases (the largest on C = 28–30 models; 0.0001–0.046 over the 12 BERT and DistilBERT
-// cases before issue 32, 0.039 with attention in fp32); 8e-2 is the bound. Dropping the
-// input's zero-point term (a plausible bug) fails all 20.
+// bf16's ~1.6e-3 per product: measured 0.0002–0.099 relative on logits and predictions over
+// the 25 cases (the largest, 0.099, on electra_4: C = 28, whose 128-wide embeddings are
+// projected to 28 channels; then 0.076 on another C = 28–30 model; 0.0001–0.046 over the 12 BERT
+// and DistilBERT cases before issue 32, 0.039 with attention in fp32); 0.12 is the bound.
+// Dropping the input's zero-point term (a plausible bug) fails 24 of the 25 (measured).
 // The train step is AdamW's first: m̂ = g, v̂ = g², so each parameter moves by
 // −lr · g / (|g| + 1e-8), i.e. by ∓lr wherever |g| is clearly above rounding: checked there.
 #include <gtest/gtest.h>
@@ -57,7 +58,7 @@ namespace {
 // padding id 1).
 constexpr int kMaxSeqLen = 132;
 constexpr int kCasesPerFamily = 5;  // the matrix's running time grows with it
-constexpr double kInt8Tolerance = 8e-2;
+constexpr double kInt8Tolerance = 1.2e-1;
 constexpr double kInitializerRange = 0.3;
 
 // The scale logits are compared on: their norm, at least kInitializerRange per logit. A logit of

@@ -157,6 +157,8 @@ const std::vector<MatrixFamily>& matrix_families() {
       {"bert", kBertKeys, kWordPiece, 2},
       {"roberta", kBertKeys, kByteLevelBpe, 1},
       {"xlm-roberta", kBertKeys, kSentencePiece, 1},
+      // ElectraConfig's embedding_size 128 projected to the case's odd hidden size.
+      {"electra", kBertKeys, kWordPiece, 2},
   };
   return families;
 }
