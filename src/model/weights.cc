@@ -28,14 +28,14 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
   params_ = params;
   with_backward_ = with_backward;
   const std::vector<ProductEntry>& products = layout_.products();
-  bf16_.clear();
-  int8_.clear();
-  f32_.clear();
+  // The slots keep their buffers from one prepare() to the next (a training step prepares every
+  // step): each product is prepared again in place.
   switch (precision_) {
     case Precision::kInt8:
       int8_.resize(products.size());
       break;
     case Precision::kF32:
+      if (with_backward) f32_.clear();  // training's products read the plain weights
       if (!with_backward) f32_.resize(products.size());
       break;
     case Precision::kBF16:
