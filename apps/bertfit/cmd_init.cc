@@ -1,6 +1,8 @@
-// `bertfit init`: a freshly initialised sequence classifier of any supported family as a Hugging
-// Face model folder, from the HF defaults (or a config.json), key=value overrides and a vocabulary.
+// `bertfit init`: a freshly initialised sequence or token classifier of any supported family as a
+// Hugging Face model folder, from the HF defaults (or a config.json), key=value overrides, labels
+// and a vocabulary.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -11,9 +13,11 @@
 #include "apps/bertfit/commands.h"
 #include "base/error.h"
 #include "base/file.h"
+#include "data/example.h"
 #include "flags/groups.h"
 #include "io/json.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "model/init.h"
 #include "model/model_io.h"
 #include "tokenizer/tokenizer.h"
@@ -30,7 +34,9 @@ struct InitOptions {
   std::string config;
   std::vector<std::string> sets;
   std::string vocab;
-  int num_labels = 0;  // 0: keep the config's labels
+  int num_labels = 0;               // 0: keep the config's labels
+  std::vector<std::string> labels;  // names in id order (repeated and/or comma-separated)
+  std::optional<HeadKind> task;     // unset: the config's architectures (default: sequence)
   std::uint64_t seed = 42;
   bool overwrite = false;
 };
@@ -99,6 +105,33 @@ void run_init(const InitOptions& o) {
     vocab_size_set = vocab_size_set || s.rfind("vocab_size=", 0) == 0;
   }
   if (o.num_labels > 0) set_num_labels(hf, o.num_labels);
+  std::vector<std::string> labels;
+  for (const std::string& item : o.labels) {
+    for (std::string& name : split_label_list(item)) {
+      if (std::find(labels.begin(), labels.end(), name) != labels.end()) {
+        throw_error("--labels names '", name, "' twice");
+      }
+      labels.push_back(std::move(name));
+    }
+  }
+  if (!o.labels.empty()) {
+    if (labels.empty()) throw_error("--labels names no label");
+    if (o.num_labels > 0 && o.num_labels != static_cast<int>(labels.size())) {
+      throw_error("--num-labels ", o.num_labels, " but --labels names ", labels.size());
+    }
+    json id2label = json::object(), label2id = json::object();
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      id2label[std::to_string(i)] = labels[i];
+      label2id[labels[i]] = i;
+    }
+    hf["id2label"] = id2label;
+    hf["label2id"] = label2id;
+    hf.erase("num_labels");
+  }
+  // The head: config.json's architectures names its class (model/architecture.h).
+  if (o.task) {
+    hf["architectures"] = {model_family(hf["model_type"].get<std::string>()).class_for(*o.task)};
+  }
 
   const std::string vocab_source = o.vocab.empty() ? default_vocab() : o.vocab;
   const std::string vocab_file = vocab_source;
@@ -129,11 +162,11 @@ void run_init(const InitOptions& o) {
   save_model(out.path(), state, vocab_source);
   out.commit();
   std::printf(
-      "initialised %s: %lld parameters (%d layers, hidden %d, %d heads, %d labels, "
+      "initialised %s (%s): %lld parameters (%d layers, hidden %d, %d heads, %d labels, "
       "seed %llu) -> %s\n",
-      config.model_type(), static_cast<long long>(state.layout.total()), config.layers,
-      config.hidden, config.heads, config.num_labels, static_cast<unsigned long long>(o.seed),
-      o.output.c_str());
+      config.model_type(), config.family->class_for(config.head).c_str(),
+      static_cast<long long>(state.layout.total()), config.layers, config.hidden, config.heads,
+      config.num_labels, static_cast<unsigned long long>(o.seed), o.output.c_str());
 }
 
 }  // namespace
@@ -142,7 +175,8 @@ void add_init_command(CLI::App& app) {
   auto o = std::make_shared<InitOptions>();
   CLI::App* cmd = app.add_subcommand(
       "init",
-      "Write a freshly initialised sequence classifier as a Hugging Face model folder "
+      "Write a freshly initialised sequence (or, with --task token-classification, token) "
+      "classifier as a Hugging Face model folder "
       "(config.json, model.safetensors, vocab.txt, tokenizer files), initialised as "
       "transformers does: normal(0, initializer_range) weights, zero biases, unit LayerNorm, a "
       "zero [PAD] embedding.");
@@ -170,6 +204,15 @@ void add_init_command(CLI::App& app) {
        {"--num-labels",
         "Number of labels (1: regression), named LABEL_0 .. LABEL_{N-1}; default: the config's",
         &o->num_labels},
+       {"--labels",
+        "Label names in id order, comma-separated and/or repeated (e.g. --labels "
+        "B-PER,I-PER,O); default: the config's, or LABEL_0 .. with --num-labels",
+        &o->labels},
+       {"--task",
+        "The head: sequence-classification (labels for the whole input) or "
+        "token-classification (a label for every token, *ForTokenClassification)",
+        choice_target(o->task, {{"sequence-classification", HeadKind::kSequenceClassification},
+                                {"token-classification", HeadKind::kTokenClassification}})},
        {"--seed", "Random seed of the initialisation", &o->seed}});
   add_flags(*cmd, overwrite_flags(o->overwrite));
   cmd->get_option("--output")->required();

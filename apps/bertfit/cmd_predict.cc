@@ -20,6 +20,8 @@
 #include "model/model_io.h"
 #include "task/dataset.h"
 #include "task/evaluate.h"
+#include "task/tagged_data.h"
+#include "task/tagging.h"
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit::cli {
@@ -30,7 +32,85 @@ struct PredictOptions {
   DataOptions data;  // the text columns, --no-header, --skip-malformed
   std::string input, output, id_column;
   double threshold = 0.5;
+  Aggregation aggregation = Aggregation::kSimple;
 };
+
+void write_output(const PredictOptions& o, const std::string& out) {
+  if (o.output.empty()) {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    write_file_atomic(o.output, out);
+  }
+}
+
+nlohmann::json entity_json(const Entity& e, Aggregation how) {
+  nlohmann::json j;
+  if (how == Aggregation::kNone) {
+    j = {{"entity", e.entity}, {"score", e.score}, {"index", e.index}};
+  } else {
+    j = {{"entity_group", e.entity_group}, {"score", e.score}};
+  }
+  j["word"] = e.word;
+  j["start"] = e.start;
+  j["end"] = e.end;
+  return j;
+}
+
+// A token classifier's predictions: per input (pre-split words from a CoNLL or tagged JSONL
+// file, or the texts of --text-a-column), its words, their tags and the entities.
+void predict_tags(const PredictOptions& o, const InferenceModel& m) {
+  const ModelState& state = m.state;
+  const DataOptions& d = o.data;
+  const ComputeOptions& c = o.model.compute;
+  std::vector<TextToTag> texts;
+  const bool pre_split = is_tagged_data(d, o.input);
+  if (pre_split) {
+    const LoadedTagged words = read_tagged(d, o.input, state.config.id2label, /*with_tags=*/false);
+    texts = texts_from_words(*m.tokenizer, words, c.max_seq_len);
+  } else {
+    if (d.text_a_column.empty()) {
+      throw_error("--input ", o.input, ": give --text-a-column (raw texts), or tagged words (a ",
+                  ".conll file, --format conll, or JSONL with --tokens-column)");
+    }
+    if (!d.text_b_column.empty()) {
+      throw_error("--text-b-column: a token classifier tags one text at a time");
+    }
+    TableOptions table_options;
+    table_options.header = !d.no_header;
+    table_options.format = d.format;
+    ColumnTable table = read_columns(o.input, {d.text_a_column}, table_options);
+    warn_if_index_columns_with_header(table);
+    require_rows(table);
+    std::vector<std::string> raw;
+    for (const auto& row : table.rows) raw.push_back(row[0]);
+    texts = texts_from_raw(*m.tokenizer, raw, c.max_seq_len);
+  }
+  std::vector<EncodedExample> encoded;
+  for (const TextToTag& t : texts) encoded.push_back(t.encoded);
+  if (pre_split) {
+    report_word_truncation(o.input, encoded, c.max_seq_len);
+  } else {
+    report_truncation(o.input, encoded, c.max_seq_len);
+  }
+  BertModel model(state.config, state.layout, m.precision);
+  const std::vector<float> logits = predict_logits(
+      model, state.params.data(), encoded, c.batch_size, 8, nullptr, progress_reporter("predict"));
+  const std::vector<std::int64_t> before = token_rows_before(encoded);
+  const int K = state.config.num_labels;
+  std::string out;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const Tagging t = tag_text(texts[i], logits.data() + before[i] * K, state.config.id2label,
+                               *m.tokenizer, o.aggregation);
+    nlohmann::json tags = nlohmann::json::array();
+    for (const std::string& tag : t.tags)
+      tags.push_back(tag.empty() ? nlohmann::json() : nlohmann::json(tag));
+    nlohmann::json entities = nlohmann::json::array();
+    for (const Entity& e : t.entities) entities.push_back(entity_json(e, o.aggregation));
+    nlohmann::json j{{"row", i}, {"words", t.words}, {"tags", tags}, {"entities", entities}};
+    out += j.dump() + "\n";
+  }
+  write_output(o, out);
+}
 
 // The prediction of one row from its logits (K), as the model's problem type reads them.
 nlohmann::json prediction(const ModelConfig& c, const float* row, double threshold) {
@@ -75,9 +155,11 @@ void run(const PredictOptions& o) {
   if (!(o.threshold >= 0 && o.threshold <= 1)) {
     throw_error("--threshold must be in [0, 1], got ", o.threshold);
   }
-  InferenceModel m = load_for_inference(o.model, "predict");
+  InferenceModel m = load_for_inference(o.model, "predict", /*token_heads=*/true);
+  if (m.state.config.head == HeadKind::kTokenClassification) return predict_tags(o, m);
   const ModelState& state = m.state;
   const DataOptions& d = o.data;
+  if (d.text_a_column.empty()) throw_error("--text-a-column is required");
   std::vector<std::string> specs = {d.text_a_column};
   if (!d.text_b_column.empty()) specs.push_back(d.text_b_column);
   if (!o.id_column.empty()) specs.push_back(o.id_column);
@@ -125,11 +207,7 @@ void run(const PredictOptions& o) {
     out += j.dump() + "\n";
   }
   emit_skipped_before(INT64_MAX);
-  if (o.output.empty()) {
-    std::fwrite(out.data(), 1, out.size(), stdout);
-  } else {
-    write_file_atomic(o.output, out);
-  }
+  write_output(o, out);
 }
 
 }  // namespace
@@ -141,7 +219,11 @@ void add_predict_command(CLI::App& app) {
       "Predict every row of a TSV/CSV/JSONL file: one JSON line per data row, in order, with its "
       "index (\"row\"): label id, label name and probabilities (single-label), every label's "
       "probability and the labels over --threshold (multi-label), or the score (regression). A "
-      "row skipped by --skip-malformed gets a line {\"row\", \"line\", \"skipped\": why}.");
+      "row skipped by --skip-malformed gets a line {\"row\", \"line\", \"skipped\": why}. A "
+      "token classifier: per input (tagged words: a .conll file, --format conll or JSONL with "
+      "--tokens-column; or raw texts: --text-a-column) its words, one tag per word and the "
+      "entities grouped as --aggregation-strategy, with character offsets into the text (the "
+      "words joined by spaces).");
   add_inference_flags(*cmd, o->model);
   add_flags(*cmd, {{"--input",
                     "Input file (.tsv, .csv or .jsonl; '-': standard input, with "
@@ -149,13 +231,22 @@ void add_predict_command(CLI::App& app) {
                     &o->input}});
   add_flags(*cmd,
             select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column", "--no-header",
-                                               "--skip-malformed", "--format"}));
+                                               "--skip-malformed", "--format", "--tokens-column"}));
   add_flags(*cmd, {{"--id-column", "Column copied to each output line as \"id\"", &o->id_column},
                    {"--output", "Write predictions here (default: stdout)", &o->output},
                    {"--threshold", "Multi-label: a label applies when its probability exceeds this",
-                    &o->threshold}});
+                    &o->threshold},
+                   {"--aggregation-strategy",
+                    "Token classifiers: how tokens group into entities, as transformers' "
+                    "token-classification pipeline (simple: adjacent tokens of one type; first, "
+                    "average, max: one tag per word first, from its first token, the mean or the "
+                    "most confident token; none: every token)",
+                    choice_target(o->aggregation, {{"simple", Aggregation::kSimple},
+                                                   {"first", Aggregation::kFirst},
+                                                   {"average", Aggregation::kAverage},
+                                                   {"max", Aggregation::kMax},
+                                                   {"none", Aggregation::kNone}})}});
   cmd->get_option("--input")->required();
-  cmd->get_option("--text-a-column")->required();
   cmd->callback([o] { run(*o); });
 }
 

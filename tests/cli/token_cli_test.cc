@@ -6,6 +6,7 @@
 // *ForTokenClassification with the data's tags; errors name the file, line, tag or flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -191,6 +192,143 @@ TEST(TokenCli, BaseCheckpointLearnsTagsFromJsonl) {
   EXPECT_NE(i.out.find("head:          token classification"), std::string::npos) << i.out;
 }
 
+// Python's text[start:end] on code points.
+std::string char_slice(const std::string& text, std::int64_t start, std::int64_t end) {
+  std::vector<std::size_t> at;  // byte offset of each code point
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) at.push_back(i);
+  }
+  at.push_back(text.size());
+  const auto n = static_cast<std::int64_t>(at.size()) - 1;
+  start = std::clamp<std::int64_t>(start, 0, n);
+  end = std::clamp<std::int64_t>(end, start, n);
+  return text.substr(at[start], at[end] - at[start]);
+}
+
+// predict on pre-split words gives each word the tag `eval` scores (the argmax at its first
+// sub-token, here taken from `forward` on the aligned golden batch) and entities whose spans
+// are the words' characters in the words joined by spaces, for every aggregation strategy.
+TEST(TokenCli, PredictTagsEachWordAndSpansItsEntities) {
+  const std::string model = "bert-tokcls-tiny";
+  TempDir tmp;
+  const std::string m = model_copy(tmp, model, "BertForTokenClassification");
+  const std::string conll = write_conll(tmp, model);
+  RunResult f = run_bertfit("forward --model " + m + " --batch " + golden(model) + "/batch.json");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const nlohmann::json logits = nlohmann::json::parse(f.out)["logits"];
+  const nlohmann::json batch = golden_batch(model);
+  const nlohmann::json config = nlohmann::json::parse(read_text(m + "/config.json"));
+  for (const char* how : {"simple", "first", "average", "max", "none"}) {
+    SCOPED_TRACE(how);
+    RunResult p = run_bertfit("predict --model " + m + " --input " + conll + " --max-seq-len " +
+                              T_of(model) + " --aggregation-strategy " + how);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    std::istringstream lines(p.out);
+    std::size_t s = 0, entities = 0;
+    for (std::string line; std::getline(lines, line); ++s) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      ASSERT_LT(s, batch["words"].size());
+      EXPECT_EQ(j["row"], s);
+      EXPECT_EQ(j["words"], batch["words"][s]);
+      // The tag of word w: the argmax at its first sub-token (label ≠ -100 in the batch).
+      std::size_t w = 0;
+      for (std::size_t t = 0; t < batch["labels"][s].size(); ++t) {
+        if (batch["labels"][s][t].get<int>() < 0) continue;
+        const std::vector<float> row = logits[s][t];
+        const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+        EXPECT_EQ(j["tags"][w], config["id2label"][std::to_string(best)]) << s << " " << w;
+        ++w;
+      }
+      for (; w < j["tags"].size(); ++w) EXPECT_TRUE(j["tags"][w].is_null()) << "cut word " << w;
+      std::string text;
+      for (const auto& word : batch["words"][s]) {
+        if (!text.empty()) text += ' ';
+        text += word.get<std::string>();
+      }
+      for (const auto& e : j["entities"]) {
+        ++entities;
+        EXPECT_EQ(char_slice(text, e["start"], e["end"]), e["word"].get<std::string>()) << e;
+        EXPECT_TRUE(e.contains(std::string(how) == "none" ? "entity" : "entity_group")) << e;
+      }
+    }
+    EXPECT_EQ(s, batch["words"].size());
+    EXPECT_GT(entities, 0u);
+  }
+}
+
+// Raw text: the tokenizer's offsets give the spans (accents, emoji, runs of spaces), for
+// WordPiece and byte-level BPE, every strategy.
+TEST(TokenCli, PredictOnRawTextSpansTheTextsCharacters) {
+  const std::vector<std::string> texts = {"Zoë  Müller flew from Köln to São Paulo 🎉 with   Ana.",
+                                          "  leading spaces and ünïcödé  ",
+                                          "EU rejects German call to boycott British lamb .", "x"};
+  for (auto [model, cls] : {std::pair{"bert-tokcls-tiny", "BertForTokenClassification"},
+                            std::pair{"roberta-tokcls-tiny", "RobertaForTokenClassification"}}) {
+    SCOPED_TRACE(model);
+    TempDir tmp;
+    const std::string m = model_copy(tmp, model, cls);
+    std::string jsonl;
+    for (const std::string& t : texts) jsonl += nlohmann::json{{"text", t}}.dump() + "\n";
+    write_text(tmp / "texts.jsonl", jsonl);
+    for (const char* how : {"simple", "first", "average", "max", "none"}) {
+      SCOPED_TRACE(how);
+      RunResult p =
+          run_bertfit("predict --model " + m + " --input " + (tmp / "texts.jsonl") +
+                      " --text-a-column text --max-seq-len 64 --aggregation-strategy " + how);
+      ASSERT_EQ(p.exit_code, 0) << p.err;
+      std::istringstream lines(p.out);
+      std::size_t row = 0, entities = 0;
+      for (std::string line; std::getline(lines, line); ++row) {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        ASSERT_LT(row, texts.size());
+        EXPECT_EQ(j["words"].size(), j["tags"].size());
+        for (const auto& e : j["entities"]) {
+          ++entities;
+          EXPECT_EQ(char_slice(texts[row], e["start"], e["end"]), e["word"].get<std::string>())
+              << e;
+        }
+        for (const auto& word : j["words"]) {
+          EXPECT_NE(texts[row].find(word.get<std::string>()), std::string::npos) << word;
+        }
+      }
+      EXPECT_EQ(row, texts.size());
+      EXPECT_GT(entities, 0u);
+    }
+  }
+}
+
+// init writes a token classifier with the given tags, which trains on tagged words keeping
+// their ids, and whose predictions tag every word.
+TEST(TokenCli, InitMakesATokenClassifierWithItsTags) {
+  TempDir tmp;
+  RunResult r = run_bertfit(
+      "init --arch bert --task token-classification --labels O,B-LOC "
+      "--labels I-LOC --output " +
+      (tmp / "m") +
+      " --set num_hidden_layers=1 --set hidden_size=16 "
+      "--set num_attention_heads=2 --set intermediate_size=32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("initialised bert (BertForTokenClassification)"), std::string::npos)
+      << r.out;
+  const nlohmann::json c = nlohmann::json::parse(read_text(tmp / "m/config.json"));
+  EXPECT_EQ(c["architectures"], nlohmann::json{"BertForTokenClassification"});
+  EXPECT_EQ(c["id2label"], (nlohmann::json{{"0", "O"}, {"1", "B-LOC"}, {"2", "I-LOC"}}));
+  EXPECT_EQ(tensors_of(tmp / "m/model.safetensors").count("bert.pooler.dense.weight"), 0u);
+  write_text(tmp / "t.conll", "Paris B-LOC\nis O\nnice O\n\nNew B-LOC\nYork I-LOC\n\n");
+  r = run_bertfit("train --model " + (tmp / "m") + " --output " + (tmp / "out") + " --train-file " +
+                  (tmp / "t.conll") + " --max-steps 1 --batch-size 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("newly initialized"), std::string::npos) << r.err;  // its own head
+  const nlohmann::json saved = nlohmann::json::parse(read_text(tmp / "out/config.json"));
+  EXPECT_EQ(saved["id2label"], c["id2label"]);  // the model's ids, not the data's sorted tags
+  r = run_bertfit("predict --model " + (tmp / "out") + " --input " + (tmp / "t.conll"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["tags"].size(), 3u);
+  r = run_bertfit("init --arch bert --task token-classification --labels O,O --output " +
+                  (tmp / "bad"));
+  EXPECT_NE(r.err.find("--labels names 'O' twice"), std::string::npos) << r.err;
+}
+
 TEST(TokenCli, ErrorsNameTheFileLineTagOrFlag) {
   TempDir tmp;
   const std::string m = model_copy(tmp, "bert-tokcls-tiny", "BertForTokenClassification");
@@ -236,6 +374,19 @@ TEST(TokenCli, ErrorsNameTheFileLineTagOrFlag) {
   EXPECT_NE(r.err.find(": a CoNLL file holds tagged words (token classification), not rows"),
             std::string::npos)
       << r.err;
+  // A token classifier tags one text given as raw text, or pre-split words.
+  r = run_bertfit("predict --model " + m + " --input " + (tmp / "rows.csv") +
+                  " --text-a-column text --text-b-column label");
+  EXPECT_NE(r.err.find("--text-b-column: a token classifier tags one text at a time"),
+            std::string::npos)
+      << r.err;
+  r = run_bertfit("predict --model " + m + " --input " + (tmp / "rows.csv"));
+  EXPECT_NE(r.err.find("give --text-a-column (raw texts), or tagged words"), std::string::npos)
+      << r.err;
+  r = run_bertfit("predict --model " + m + " --input " + (tmp / "ok.conll") +
+                  " --aggregation-strategy longest");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--aggregation-strategy"), std::string::npos) << r.err;
 }
 
 }  // namespace
