@@ -118,7 +118,8 @@ void run(const BenchOptions& o) {
     id = 1000 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1000));
   for (int b = 0; b < B; ++b) batch.input_ids[std::size_t(b) * T] = 101;
   const bool multi = c.problem() == ProblemType::kMultiLabel;
-  batch.labels.resize(multi ? std::size_t(B) * c.num_labels : B);
+  const bool tokens = c.head == HeadKind::kTokenClassification;  // a tag per token
+  batch.labels.resize(tokens ? std::size_t(B) * T : multi ? std::size_t(B) * c.num_labels : B);
   for (auto& label : batch.labels) {
     label = c.is_regression() ? 0.5f : static_cast<float>(rng() % (multi ? 2 : c.num_labels));
   }

@@ -61,6 +61,33 @@ TEST(BenchCli, BaseSizeArchitectureWithoutAModel) {
   }
 }
 
+// Every family at its base size (RoBERTa's 514 positions, ELECTRA's projected embeddings), and
+// a golden token classifier (its head on every token).
+TEST(BenchCli, EveryFamilyAndATokenClassifier) {
+  for (const char* arch :
+       {"distilbert", "bert", "roberta", "xlm-roberta", "camembert", "electra"}) {
+    SCOPED_TRACE(arch);
+    const nlohmann::json j = run_bench(std::string("infer --arch ") + arch +
+                                       " --batch-size 1 --seq-len 8 --steps 1 --warmup 0");
+    if (j.is_null()) continue;
+    expect_sane(j, "infer", "fp32", 1, 8);
+    EXPECT_EQ(j["arch"], arch);
+  }
+  const nlohmann::json e = run_bench(
+      "train --arch electra --batch-size 1 --seq-len 8 --steps 1 --warmup 0 --precision fp32");
+  if (!e.is_null()) expect_sane(e, "train", "fp32", 1, 8);
+  TempDir tmp;
+  std::filesystem::copy(shared_dir() + "/golden/roberta-tokcls-tiny/model", tmp / "m");
+  nlohmann::json config = nlohmann::json::parse(read_text(tmp / "m/config.json"));
+  config["architectures"] = {"RobertaForTokenClassification"};
+  write_text(tmp / "m/config.json", config.dump());
+  for (const std::string mode : {"train", "infer"}) {
+    const nlohmann::json t =
+        run_bench(mode + " --model " + (tmp / "m") + " --batch-size 2 --seq-len 9 --steps 1");
+    if (!t.is_null()) expect_sane(t, mode, "fp32", 2, 9);
+  }
+}
+
 TEST(BenchCli, RefusesWhatCannotRun) {
   TempDir tmp;
   init_tiny_model(tmp / "m");

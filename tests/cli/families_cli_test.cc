@@ -114,6 +114,36 @@ TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
   }
 }
 
+// serve in bf16 and int8 answers as predict does in fp32, within the bounds the matrix test argues
+// (bf16 ~1e-2 and int8 ~1e-1 relative on logits; the golden models' probabilities are near 1/K,
+// so those are abs bounds of 3e-3 and 3e-2 on the probabilities here).
+TEST(FamiliesCli, ServeInBf16AndInt8AnswersAsPredict) {
+  for (const std::string model : {"roberta-tiny", "xlmr-tiny", "electra-tiny"}) {
+    SCOPED_TRACE(model);
+    TempDir tmp;
+    const GoldenPairs g = golden_pairs(model);
+    for (auto [precision, bound] : {std::pair{"bf16", 3e-3}, std::pair{"int8", 3e-2}}) {
+      SCOPED_TRACE(precision);
+      ServeProcess server("--model " + golden(model) + "/model --precision " + precision);
+      ASSERT_TRUE(server.started()) << server.err();
+      HttpClient client(server.port());
+      for (std::size_t i = 0; i < g.texts.size(); ++i) {
+        HttpReply p = client.post(
+            "/predict",
+            nlohmann::json{{"inputs", {g.texts[i].first, g.texts[i].second}}, {"truncate", true}}
+                .dump());
+        ASSERT_EQ(p.status, 200) << p.body;
+        for (const nlohmann::json& s : nlohmann::json::parse(p.body)) {
+          const std::string label = s["label"];
+          const std::size_t k = std::stoul(label.substr(label.rfind('_') + 1));
+          EXPECT_NEAR(s["score"].get<double>(), g.probabilities[i][k], bound)
+              << "row " << i << " " << label;
+        }
+      }
+    }
+  }
+}
+
 // A RoBERTa-family or ELECTRA model trains, saves with its tokenizer, and the saved model
 // evaluates to the run's own final metrics.
 TEST(FamiliesCli, TrainThenEvalReproducesTheRunsMetrics) {

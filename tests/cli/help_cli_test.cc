@@ -85,11 +85,15 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
 // the largest BERT input; elsewhere the compute group's 128), --num-labels (init: a fresh
 // model's labels; train: the head's outputs, 0 deciding from the data).
 const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-    {"train", "--output"},   {"init", "--output"},          {"predict", "--output"},
-    {"convert", "--output"}, {"train", "--seed"},           {"init", "--seed"},
-    {"forward", "--seed"},   {"predict", "--input"},        {"tokenize", "--input"},
-    {"init", "--vocab"},     {"tokenize", "--vocab"},       {"init", "--arch"},
-    {"bench", "--arch"},     {"tokenize", "--max-seq-len"}, {"init", "--num-labels"}};
+    {"train", "--output"},    {"init", "--output"},
+    {"predict", "--output"},  {"convert", "--output"},
+    {"train", "--seed"},      {"init", "--seed"},
+    {"forward", "--seed"},    {"predict", "--input"},
+    {"tokenize", "--input"},  {"init", "--vocab"},
+    {"tokenize", "--vocab"},  {"init", "--arch"},
+    {"bench", "--arch"},      {"tokenize", "--max-seq-len"},
+    {"init", "--num-labels"}, {"init", "--labels"},
+    {"init", "--task"}};
 
 // Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
 // words train accepts and what they mean there differ from inference's.

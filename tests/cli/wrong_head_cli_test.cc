@@ -2,8 +2,8 @@
 // head would start untrained (a base model, another task's head), in one line naming the folder
 // or weights file, the head's tensors and what config.json's architectures says the checkpoint
 // is; architectures decides even when the tensor names fit, and a config without it falls back
-// to the tensors. A token classifier runs in forward (and eval on tagged words) and is refused by
-// the commands that answer for sequence classifiers. train starts a new head from a token
+// to the tensors. A token classifier runs in forward, predict (and eval on tagged words) and is
+// refused by serve, which answers for sequence classifiers. train starts a new head from a token
 // classifier, saying so and listing the other head's tensors as unused. An architectures entry
 // of another family than model_type is an error naming config.json and the key.
 #include <gtest/gtest.h>
@@ -132,12 +132,17 @@ TEST(WrongHeadCli, TokenClassifiersRunInForwardAndAreRefusedAsSequenceClassifier
   for (auto [model, cls, labels] : {std::tuple{distil, "DistilBertForTokenClassification", 2},
                                     std::tuple{bert, "BertForTokenClassification", 9},
                                     std::tuple{roberta, "RobertaForTokenClassification", 9}}) {
-    for (const char* command : {"predict", "serve"}) {
-      expect_refused(run_inference(command, model, tmp),
-                     {model + ": a token classifier (" + cls + "); `bertfit " + command +
-                      "` answers for sequence classifiers only"},
-                     std::string(command) + " " + cls);
-    }
+    expect_refused(run_inference("serve", model, tmp),
+                   {model + ": a token classifier (" + cls +
+                    "); `bertfit serve` answers for sequence classifiers only"},
+                   std::string("serve ") + cls);
+    // predict tags the texts' words (RoBERTa's 64 positions need a shorter --max-seq-len).
+    const RunResult p = run_bertfit("predict --model " + model + " --input " + (tmp / "rows.csv") +
+                                    " --text-a-column text --max-seq-len 32");
+    ASSERT_EQ(p.exit_code, 0) << cls << ": " << p.err;
+    EXPECT_EQ(nlohmann::json::parse(p.out.substr(0, p.out.find('\n')))["words"],
+              (nlohmann::json{"the", "first", "row"}))
+        << p.out;
     // eval scores a token classifier on tagged words, not on labelled texts (RoBERTa's 64
     // positions stop it at the default --max-seq-len first).
     if (model != roberta) {
