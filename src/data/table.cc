@@ -21,21 +21,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Calls fn(line_number, line) for every physical line with its '\n' and a trailing '\r' removed.
-template <class Fn>
-void for_each_line(std::string_view content, Fn&& fn) {
-  std::int64_t line = 0;
-  std::size_t pos = 0;
-  while (pos < content.size()) {
-    std::size_t end = content.find('\n', pos);
-    if (end == std::string_view::npos) end = content.size();
-    std::string_view text = content.substr(pos, end - pos);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    fn(++line, text);
-    pos = end + 1;
-  }
-}
-
 void split_tsv(std::string_view content, std::vector<TableRecord>& out) {
   for_each_line(content, [&](std::int64_t line, std::string_view text) {
     if (text.empty()) return;

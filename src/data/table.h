@@ -98,4 +98,20 @@ void warn_if_index_columns_with_header(const ColumnTable& table);
 // only a header, or had every row skipped as malformed.
 void require_rows(const ColumnTable& table);
 
+// Calls fn(line_number, line) for every physical line of content (1-based numbers) with its
+// '\n' and a trailing '\r' removed (the table and CoNLL readers' line loop).
+template <class Fn>
+void for_each_line(std::string_view content, Fn&& fn) {
+  std::int64_t line = 0;
+  std::size_t pos = 0;
+  while (pos < content.size()) {
+    std::size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view text = content.substr(pos, end - pos);
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    fn(++line, text);
+    pos = end + 1;
+  }
+}
+
 }  // namespace bertfit

@@ -25,21 +25,6 @@ std::string content_of(const std::string& path) {
 
 std::string display_name(const std::string& path) { return path == "-" ? kStdinName : path; }
 
-// Calls fn(line_number, line) for every physical line with its '\n' and a trailing '\r' removed.
-template <class Fn>
-void for_each_line(std::string_view content, Fn&& fn) {
-  std::int64_t line = 0;
-  std::size_t pos = 0;
-  while (pos < content.size()) {
-    std::size_t end = content.find('\n', pos);
-    if (end == std::string_view::npos) end = content.size();
-    std::string_view text = content.substr(pos, end - pos);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    fn(++line, text);
-    pos = end + 1;
-  }
-}
-
 // Byte offset of the first invalid UTF-8 sequence in s (overlong forms, surrogates and code
 // points above U+10FFFF included), or npos.
 std::size_t invalid_utf8_at(std::string_view s) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -33,6 +34,25 @@ struct GoldenPairs {
   std::vector<std::vector<double>> probabilities;
   std::vector<std::pair<std::string, std::string>> texts;
 };
+
+// serve's /predict score of every label for each pair, one request per pair.
+std::vector<std::map<int, double>> serve_scores(
+    const ServeProcess& server, const std::vector<std::pair<std::string, std::string>>& texts) {
+  HttpClient client(server.port());
+  std::vector<std::map<int, double>> out;
+  for (const auto& [a, b] : texts) {
+    HttpReply p =
+        client.post("/predict", nlohmann::json{{"inputs", {a, b}}, {"truncate", true}}.dump());
+    EXPECT_EQ(p.status, 200) << p.body;
+    out.emplace_back();
+    if (p.status != 200) continue;
+    for (const nlohmann::json& s : nlohmann::json::parse(p.body)) {
+      const std::string label = s["label"];
+      out.back()[std::stoi(label.substr(label.rfind('_') + 1))] = s["score"].get<double>();
+    }
+  }
+  return out;
+}
 
 GoldenPairs golden_pairs(const std::string& model) {
   const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
@@ -82,21 +102,16 @@ TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
     }
     ServeProcess server("--model " + folder + " --max-batch-tokens 4096");
     ASSERT_TRUE(server.started()) << server.err();
-    HttpClient client(server.port());
-    for (std::size_t i = 0; i < g.texts.size(); ++i) {
-      HttpReply p = client.post(
-          "/predict",
-          nlohmann::json{{"inputs", {g.texts[i].first, g.texts[i].second}}, {"truncate", true}}
-              .dump());
-      ASSERT_EQ(p.status, 200) << p.body;
-      for (const nlohmann::json& s : nlohmann::json::parse(p.body)) {
-        const std::string label = s["label"];
-        const int k = std::stoi(label.substr(label.rfind('_') + 1));
+    const std::vector<std::map<int, double>> scores = serve_scores(server, g.texts);
+    ASSERT_EQ(scores.size(), g.texts.size());
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      for (const auto& [k, score] : scores[i]) {
         // One input alone instead of a batch of 8: the same fp32 sums in another order.
-        EXPECT_NEAR(s["score"].get<double>(), answers[i]["probabilities"][k].get<double>(), 1e-5)
-            << "row " << i << " " << label;
+        EXPECT_NEAR(score, answers[i]["probabilities"][k].get<double>(), 1e-5)
+            << "row " << i << " label " << k;
       }
     }
+    HttpClient client(server.port());
     // /tokenize: the first text alone, framed as the family frames a text: <s> ([CLS]), then the
     // pair's first segment (up to its </s> ([SEP]), where truncation may have cut it), and </s>.
     HttpReply t = client.post("/tokenize", nlohmann::json{{"inputs", g.texts[0].first}}.dump());
@@ -126,18 +141,12 @@ TEST(FamiliesCli, ServeInBf16AndInt8AnswersAsPredict) {
       SCOPED_TRACE(precision);
       ServeProcess server("--model " + golden(model) + "/model --precision " + precision);
       ASSERT_TRUE(server.started()) << server.err();
-      HttpClient client(server.port());
-      for (std::size_t i = 0; i < g.texts.size(); ++i) {
-        HttpReply p = client.post(
-            "/predict",
-            nlohmann::json{{"inputs", {g.texts[i].first, g.texts[i].second}}, {"truncate", true}}
-                .dump());
-        ASSERT_EQ(p.status, 200) << p.body;
-        for (const nlohmann::json& s : nlohmann::json::parse(p.body)) {
-          const std::string label = s["label"];
-          const std::size_t k = std::stoul(label.substr(label.rfind('_') + 1));
-          EXPECT_NEAR(s["score"].get<double>(), g.probabilities[i][k], bound)
-              << "row " << i << " " << label;
+      const std::vector<std::map<int, double>> scores = serve_scores(server, g.texts);
+      ASSERT_EQ(scores.size(), g.texts.size());
+      for (std::size_t i = 0; i < scores.size(); ++i) {
+        EXPECT_EQ(scores[i].size(), g.probabilities[i].size()) << "row " << i;
+        for (const auto& [k, score] : scores[i]) {
+          EXPECT_NEAR(score, g.probabilities[i][k], bound) << "row " << i << " label " << k;
         }
       }
     }
