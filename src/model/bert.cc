@@ -74,7 +74,8 @@ double BertModel::token_loss(const float* labels, float scale, Activations& a) c
   std::vector<float> logits(static_cast<std::size_t>(M) * K), probs(logits.size()),
       dlogits(logits.size()), row_labels(M);
   for (int m = 0; m < M; ++m) {
-    std::memcpy(&logits[static_cast<std::size_t>(m) * K], a.logits.data() + rows[m] * K, sizeof(float) * K);
+    std::memcpy(&logits[static_cast<std::size_t>(m) * K], a.logits.data() + rows[m] * K,
+                sizeof(float) * K);
     row_labels[m] = labels[rows[m]];
   }
   const double l =
@@ -82,8 +83,10 @@ double BertModel::token_loss(const float* labels, float scale, Activations& a) c
   std::memset(a.dlogits.data(), 0, sizeof(float) * padded * K);
   std::memset(a.probs.data(), 0, sizeof(float) * padded * K);
   for (int m = 0; m < M; ++m) {
-    std::memcpy(a.dlogits.data() + rows[m] * K, &dlogits[static_cast<std::size_t>(m) * K], sizeof(float) * K);
-    std::memcpy(a.probs.data() + rows[m] * K, &probs[static_cast<std::size_t>(m) * K], sizeof(float) * K);
+    std::memcpy(a.dlogits.data() + rows[m] * K, &dlogits[static_cast<std::size_t>(m) * K],
+                sizeof(float) * K);
+    std::memcpy(a.probs.data() + rows[m] * K, &probs[static_cast<std::size_t>(m) * K],
+                sizeof(float) * K);
   }
   return l;
 }
