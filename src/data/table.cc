@@ -10,13 +10,6 @@
 namespace bertfit {
 namespace {
 
-constexpr std::string_view kBom = "\xEF\xBB\xBF";
-
-std::string_view strip_bom(std::string_view s) {
-  if (s.substr(0, kBom.size()) == kBom) s.remove_prefix(kBom.size());
-  return s;
-}
-
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }

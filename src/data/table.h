@@ -98,6 +98,13 @@ void warn_if_index_columns_with_header(const ColumnTable& table);
 // only a header, or had every row skipped as malformed.
 void require_rows(const ColumnTable& table);
 
+// content without a leading UTF-8 byte-order mark.
+inline std::string_view strip_bom(std::string_view s) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (s.substr(0, kBom.size()) == kBom) s.remove_prefix(kBom.size());
+  return s;
+}
+
 // Calls fn(line_number, line) for every physical line of content (1-based numbers) with its
 // '\n' and a trailing '\r' removed (the table and CoNLL readers' line loop).
 template <class Fn>

@@ -12,13 +12,6 @@
 namespace bertfit {
 namespace {
 
-constexpr std::string_view kBom = "\xEF\xBB\xBF";
-
-std::string_view strip_bom(std::string_view s) {
-  if (s.substr(0, kBom.size()) == kBom) s.remove_prefix(kBom.size());
-  return s;
-}
-
 std::string content_of(const std::string& path) {
   return path == "-" ? read_stdin() : read_file(path);
 }
