@@ -25,6 +25,7 @@ class SequenceClassifierHead final : public Head {
   }
 
   bool first_tokens_only() const override { return true; }
+  bool outputs_per_token() const override { return false; }
 
   void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t /*rows*/,
               bool training, bool bf16) const override {
@@ -120,6 +121,7 @@ class TokenClassifierHead final : public Head {
   }
 
   bool first_tokens_only() const override { return false; }
+  bool outputs_per_token() const override { return true; }
 
   void resize(const ModelConfig& c, Activations& a, std::int64_t /*batch*/, std::int64_t rows,
               bool training, bool bf16) const override {

@@ -34,6 +34,9 @@ class Head {
   // Whether it reads only each sequence's first token of the last layer (which then runs on
   // those rows alone unless ModelInput::full_last_layer).
   virtual bool first_tokens_only() const = 0;
+  // Whether its outputs are one row per token (laid out padded, (B·T,K)) rather than one row
+  // per sequence ((B,K)).
+  virtual bool outputs_per_token() const = 0;
   // Sizes a.head and the logits (and their gradient) for `batch` sequences of `rows` token rows
   // in all, as Activations::resize does (never shrinks).
   virtual void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t rows,
