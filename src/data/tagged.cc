@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "base/error.h"
 #include "base/file.h"
@@ -122,33 +124,89 @@ std::string tag_of(const nlohmann::json& item, std::size_t k,
   return id2label[item.get<std::size_t>()];
 }
 
+// The reason of an error thrown as "path:line: reason" (SkippedRow's reason has no place).
+std::string reason_of(const Error& e, const std::string& path, std::int64_t line) {
+  const std::string where = cat(path, ":", line, ": ");
+  const std::string_view what = e.what();
+  return std::string(what.starts_with(where) ? what.substr(where.size()) : what);
+}
+
+// One JSONL line's sentence (errors name path:line).
+TaggedSentence jsonl_sentence(std::string_view text, const std::string& path, std::int64_t line,
+                              const std::string& tokens_column, const std::string& tags_column,
+                              const std::vector<std::string>& id2label) {
+  require_utf8(path, line, text);
+  const nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded()) throw_error(path, ":", line, ": invalid JSON");
+  if (!object.is_object()) {
+    throw_error(path, ":", line, ": expected a JSON object, got ", object.type_name());
+  }
+  TaggedSentence sentence;
+  sentence.line = line;
+  const nlohmann::json& words = list_at(object, tokens_column, path, line);
+  for (std::size_t k = 0; k < words.size(); ++k) {
+    if (!words[k].is_string()) {
+      throw_error(path, ":", line, ": word ", k + 1, " of '", tokens_column, "' is a JSON ",
+                  words[k].type_name(), "; expected strings");
+    }
+    sentence.words.push_back(words[k].get<std::string>());
+  }
+  if (!tags_column.empty()) {
+    const nlohmann::json& tags = list_at(object, tags_column, path, line);
+    if (tags.size() != words.size()) {
+      throw_error(path, ":", line, ": '", tokens_column, "' holds ", words.size(), " word(s) but '",
+                  tags_column, "' holds ", tags.size(), " tag(s); every word needs one tag");
+    }
+    for (std::size_t k = 0; k < tags.size(); ++k) {
+      sentence.tags.push_back(tag_of(tags[k], k, id2label, tags_column, path, line));
+    }
+  }
+  return sentence;
+}
+
 }  // namespace
 
 bool is_conll_path(const std::string& path) {
   return path.size() >= 6 && path.compare(path.size() - 6, 6, ".conll") == 0;
 }
 
-LoadedTagged parse_conll(std::string_view content, const std::string& path, bool with_tags) {
+LoadedTagged parse_conll(std::string_view content, const std::string& path, bool with_tags,
+                         bool skip_malformed) {
   LoadedTagged data;
   data.path = path;
   data.one_word_per_line = true;
   TaggedSentence current;
+  std::optional<SkippedRow> bad;  // the current sentence's first error (skip_malformed)
+  std::int64_t row = 0;
   auto finish = [&] {
-    if (!current.words.empty()) data.sentences.push_back(std::move(current));
+    if (bad) {
+      bad->row = row++;
+      data.skipped.push_back(std::move(*bad));
+    } else if (!current.words.empty()) {
+      current.row = row++;
+      data.sentences.push_back(std::move(current));
+    }
     current = TaggedSentence{};
+    bad.reset();
   };
   for_each_line(strip_bom(content), [&](std::int64_t line, std::string_view text) {
     if (is_blank(text) || text.starts_with("-DOCSTART-")) return finish();
-    require_utf8(path, line, text);
-    const std::vector<std::string_view> columns = split_columns(text);
-    if (with_tags && columns.size() < 2) {
-      throw_error(path, ":", line, ": the word '", columns[0],
-                  "' has no tag (expected the word, then its tag in the last column, separated "
-                  "by spaces or TABs; a blank line between sentences)");
+    if (current.words.empty() && !bad) current.line = line;
+    if (bad) return;  // the rest of a skipped sentence
+    try {
+      require_utf8(path, line, text);
+      const std::vector<std::string_view> columns = split_columns(text);
+      if (with_tags && columns.size() < 2) {
+        throw_error(path, ":", line, ": the word '", columns[0],
+                    "' has no tag (expected the word, then its tag in the last column, "
+                    "separated by spaces or TABs; a blank line between sentences)");
+      }
+      current.words.emplace_back(columns.front());
+      if (with_tags) current.tags.emplace_back(columns.back());
+    } catch (const Error& e) {
+      if (!skip_malformed) throw;
+      bad = SkippedRow{0, line, reason_of(e, path, line)};
     }
-    if (current.words.empty()) current.line = line;
-    current.words.emplace_back(columns.front());
-    if (with_tags) current.tags.emplace_back(columns.back());
   });
   finish();
   if (data.sentences.empty()) {
@@ -158,45 +216,26 @@ LoadedTagged parse_conll(std::string_view content, const std::string& path, bool
   return data;
 }
 
-LoadedTagged read_conll(const std::string& path, bool with_tags) {
-  return parse_conll(content_of(path), display_name(path), with_tags);
+LoadedTagged read_conll(const std::string& path, bool with_tags, bool skip_malformed) {
+  return parse_conll(content_of(path), display_name(path), with_tags, skip_malformed);
 }
 
 LoadedTagged parse_tagged_jsonl(std::string_view content, const std::string& path,
                                 const std::string& tokens_column, const std::string& tags_column,
-                                const std::vector<std::string>& id2label) {
+                                const std::vector<std::string>& id2label, bool skip_malformed) {
   LoadedTagged data;
   data.path = path;
+  std::int64_t row = 0;
   for_each_line(strip_bom(content), [&](std::int64_t line, std::string_view text) {
     if (is_blank(text)) return;
-    require_utf8(path, line, text);
-    const nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (object.is_discarded()) throw_error(path, ":", line, ": invalid JSON");
-    if (!object.is_object()) {
-      throw_error(path, ":", line, ": expected a JSON object, got ", object.type_name());
+    try {
+      data.sentences.push_back(
+          jsonl_sentence(text, path, line, tokens_column, tags_column, id2label));
+      data.sentences.back().row = row++;
+    } catch (const Error& e) {
+      if (!skip_malformed) throw;
+      data.skipped.push_back({row++, line, reason_of(e, path, line)});
     }
-    TaggedSentence sentence;
-    sentence.line = line;
-    const nlohmann::json& words = list_at(object, tokens_column, path, line);
-    for (std::size_t k = 0; k < words.size(); ++k) {
-      if (!words[k].is_string()) {
-        throw_error(path, ":", line, ": word ", k + 1, " of '", tokens_column, "' is a JSON ",
-                    words[k].type_name(), "; expected strings");
-      }
-      sentence.words.push_back(words[k].get<std::string>());
-    }
-    if (!tags_column.empty()) {
-      const nlohmann::json& tags = list_at(object, tags_column, path, line);
-      if (tags.size() != words.size()) {
-        throw_error(path, ":", line, ": '", tokens_column, "' holds ", words.size(),
-                    " word(s) but '", tags_column, "' holds ", tags.size(),
-                    " tag(s); every word needs one tag");
-      }
-      for (std::size_t k = 0; k < tags.size(); ++k) {
-        sentence.tags.push_back(tag_of(tags[k], k, id2label, tags_column, path, line));
-      }
-    }
-    data.sentences.push_back(std::move(sentence));
   });
   if (data.sentences.empty()) {
     throw_error(path, " has no sentences (it is empty or holds only blank lines)");
@@ -207,9 +246,9 @@ LoadedTagged parse_tagged_jsonl(std::string_view content, const std::string& pat
 
 LoadedTagged read_tagged_jsonl(const std::string& path, const std::string& tokens_column,
                                const std::string& tags_column,
-                               const std::vector<std::string>& id2label) {
+                               const std::vector<std::string>& id2label, bool skip_malformed) {
   return parse_tagged_jsonl(content_of(path), display_name(path), tokens_column, tags_column,
-                            id2label);
+                            id2label, skip_malformed);
 }
 
 std::int64_t count_words(const LoadedTagged& data) {

@@ -218,5 +218,30 @@ TEST(Conll, Conll2003Validation) {
   EXPECT_EQ(d.sentences.back().tags, (Strings{"O", "B-ORG", "I-ORG", "O"}));
 }
 
+// skip_malformed: a CoNLL sentence with a bad line is left out up to its blank line, a JSONL
+// line alone; rows count the skipped ones, reasons lose the FILE:LINE prefix.
+TEST(TaggedFiles, SkipMalformedKeepsRowsInFileOrder) {
+  LoadedTagged c = parse_conll("a O\n\nb\nc O\nd O\n\n-DOCSTART- -X-\ne B-X\n", "f.conll",
+                               /*with_tags=*/true, /*skip_malformed=*/true);
+  ASSERT_EQ(c.sentences.size(), 2u);
+  EXPECT_EQ(c.sentences[0].row, 0);
+  EXPECT_EQ(c.sentences[1].row, 2);
+  EXPECT_EQ(c.sentences[1].words, std::vector<std::string>{"e"});
+  ASSERT_EQ(c.skipped.size(), 1u);
+  EXPECT_EQ(c.skipped[0].row, 1);
+  EXPECT_EQ(c.skipped[0].line, 3);
+  EXPECT_EQ(c.skipped[0].reason.rfind("the word 'b' has no tag", 0), 0u) << c.skipped[0].reason;
+  EXPECT_THROW(parse_conll("a O\n\nb\n", "f.conll"), Error);
+  EXPECT_THROW(parse_conll("b\n", "f.conll", true, true), Error);  // no good sentence
+  LoadedTagged j = parse_tagged_jsonl("{\"w\": [\"a\"]}\n[1]\n\n{\"w\": [\"b\"]}\n", "f.jsonl", "w",
+                                      "", {}, /*skip_malformed=*/true);
+  ASSERT_EQ(j.sentences.size(), 2u);
+  EXPECT_EQ(j.sentences[1].row, 2);
+  ASSERT_EQ(j.skipped.size(), 1u);
+  EXPECT_EQ(j.skipped[0].row, 1);
+  EXPECT_EQ(j.skipped[0].line, 2);
+  EXPECT_EQ(j.skipped[0].reason, "expected a JSON object, got array");
+}
+
 }  // namespace
 }  // namespace bertfit

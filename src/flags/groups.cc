@@ -60,8 +60,9 @@ FlagTable data_flags(DataOptions& d) {
       {"--no-header", "TSV/CSV: the first line is data, not a header (columns are then indices)",
        &d.no_header, true},
       {"--skip-malformed",
-       "Skip malformed rows (missing fields, invalid UTF-8 or JSON, broken CSV quoting) and count "
-       "them, instead of failing at the first",
+       "Skip malformed rows (missing fields, invalid UTF-8 or JSON, broken CSV quoting; tagged "
+       "words: a whole sentence with such a line or a word without its tag) and count them, "
+       "instead of failing at the first",
        &d.skip_malformed, true},
       {"--regression", "Custom files: the label is a number (MSE loss, one output)", &d.regression,
        true},

@@ -51,13 +51,25 @@ bool is_tagged_data(const DataOptions& d, const std::string& file) {
 
 LoadedTagged read_tagged(const DataOptions& d, const std::string& file,
                          const std::vector<std::string>& id2label, bool with_tags) {
-  if (d.format == TableFormat::kConll || is_conll_path(file)) return read_conll(file, with_tags);
-  const bool jsonl = d.format ? *d.format == TableFormat::kJsonl : is_jsonl_name(file);
-  if (!jsonl) {
-    throw_error(file, ": tagged data (--tokens-column, --tags-column) is read from CoNLL files ",
-                "(.conll, or --format conll) or JSONL (.jsonl, or --format jsonl)");
+  LoadedTagged data;
+  if (d.format == TableFormat::kConll || is_conll_path(file)) {
+    data = read_conll(file, with_tags, d.skip_malformed);
+  } else {
+    const bool jsonl = d.format ? *d.format == TableFormat::kJsonl : is_jsonl_name(file);
+    if (!jsonl) {
+      throw_error(file, ": tagged data (--tokens-column, --tags-column) is read from CoNLL ",
+                  "files (.conll, or --format conll) or JSONL (.jsonl, or --format jsonl)");
+    }
+    data = read_tagged_jsonl(file, tokens_column(d), with_tags ? tags_column(d) : "", id2label,
+                             d.skip_malformed);
   }
-  return read_tagged_jsonl(file, tokens_column(d), with_tags ? tags_column(d) : "", id2label);
+  if (!data.skipped.empty()) {
+    const SkippedRow& first = data.skipped.front();
+    log_warn(data.path, ": skipped ", data.skipped.size(), " malformed sentence",
+             data.skipped.size() == 1 ? "" : "s", " (--skip-malformed; the first at line ",
+             first.line, ": ", first.reason, ")");
+  }
+  return data;
 }
 
 TrainData load_tagged_train_data(const DataOptions& d, const HeadOptions& h,

@@ -19,7 +19,8 @@ namespace bertfit {
 bool is_tagged_data(const DataOptions& data, const std::string& file);
 
 // Reads `file` as tagged data (CoNLL or JSONL, with tags unless !with_tags); integer JSONL tags
-// name id2label's entries.
+// name id2label's entries. With --skip-malformed, malformed sentences are left out and counted
+// on stderr (LoadedTagged::skipped lists them).
 LoadedTagged read_tagged(const DataOptions& data, const std::string& file,
                          const std::vector<std::string>& id2label, bool with_tags = true);
 

@@ -192,19 +192,6 @@ TEST(TokenCli, BaseCheckpointLearnsTagsFromJsonl) {
   EXPECT_NE(i.out.find("head:          token classification"), std::string::npos) << i.out;
 }
 
-// Python's text[start:end] on code points.
-std::string char_slice(const std::string& text, std::int64_t start, std::int64_t end) {
-  std::vector<std::size_t> at;  // byte offset of each code point
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) at.push_back(i);
-  }
-  at.push_back(text.size());
-  const auto n = static_cast<std::int64_t>(at.size()) - 1;
-  start = std::clamp<std::int64_t>(start, 0, n);
-  end = std::clamp<std::int64_t>(end, start, n);
-  return text.substr(at[start], at[end] - at[start]);
-}
-
 // predict on pre-split words gives each word the tag `eval` scores (the argmax at its first
 // sub-token, here taken from `forward` on the aligned golden batch) and entities whose spans
 // are the words' characters in the words joined by spaces, for every aggregation strategy.
@@ -387,6 +374,73 @@ TEST(TokenCli, ErrorsNameTheFileLineTagOrFlag) {
                   " --aggregation-strategy longest");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--aggregation-strategy"), std::string::npos) << r.err;
+}
+
+// --skip-malformed leaves out a malformed sentence (CoNLL: up to its blank line; JSONL: its
+// line) in train, eval and predict, says so, and predict answers it in its place; without it the
+// first one is an error naming FILE:LINE. --id-column works on raw text and is refused for
+// tagged words.
+TEST(TokenCli, SkipMalformedSentencesAndIdColumn) {
+  TempDir tmp;
+  const std::string m = model_copy(tmp, "bert-tokcls-tiny", "BertForTokenClassification");
+  write_text(tmp / "t.conll", "EU B-ORG\nrejects O\n\nGerman\nplan O\n\nParis B-LOC\n\n");
+  write_text(tmp / "t.jsonl",
+             "{\"tokens\": [\"EU\", \"rejects\"], \"tags\": [\"B-ORG\", \"O\"]}\n"
+             "{\"tokens\": [\"German\"], \"tags\": []}\n"
+             "not json\n"
+             "{\"tokens\": [\"Paris\"], \"tags\": [\"B-LOC\"]}\n");
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {tmp / "t.conll", ":4: the word 'German' has no tag"},
+      {tmp / "t.jsonl", ":2: 'tokens' holds 1 word(s) but 'tags' holds 0 tag(s)"}};
+  for (const auto& [file, first_error] : files) {
+    SCOPED_TRACE(file);
+    RunResult r = run_bertfit("eval --model " + m + " --dev-file " + file);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(file + first_error), std::string::npos) << r.err;
+    r = run_bertfit("eval --model " + m + " --dev-file " + file + " --skip-malformed");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::size_t bad = file.ends_with(".jsonl") ? 2 : 1;
+    EXPECT_NE(r.err.find(file + ": skipped " + std::to_string(bad) + " malformed sentence"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(nlohmann::json::parse(last_line(r.out))["examples"], 2) << r.out;
+    r = run_bertfit("train --model " + m + " --output " + (tmp / "out") + " --train-file " + file +
+                    " --skip-malformed --max-steps 1 --batch-size 2");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("malformed sentence"), std::string::npos) << r.err;
+    fs::remove_all(tmp / "out");
+    // predict answers every sentence in file order, a skipped one in its place; it needs no
+    // tags, so only the line that is not JSON is malformed for it.
+    r = run_bertfit("predict --model " + m + " --input " + file + " --skip-malformed");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::vector<nlohmann::json> out;
+    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(out.size(), 3 + bad - 1) << r.out;
+    for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].value("row", -1), i) << out[i];
+    EXPECT_EQ(out[1].value("words", nlohmann::json())[0], "German") << out[1];
+    if (bad == 2) {
+      EXPECT_EQ(out[2].value("line", 0), 3) << out[2];
+      EXPECT_NE(out[2].value("skipped", "").find("invalid JSON"), std::string::npos) << out[2];
+    }
+    EXPECT_EQ(out.back()["words"], nlohmann::json{"Paris"});
+    r = run_bertfit("predict --model " + m + " --input " + file + " --id-column id");
+    EXPECT_NE(r.err.find("--id-column: tagged words"), std::string::npos) << r.err;
+  }
+  // Raw text: the table's rules, and --id-column.
+  write_text(tmp / "raw.csv", "id,text\na1,Paris is nice\nbroken\na3,EU rejects\n");
+  RunResult r = run_bertfit("predict --model " + m + " --input " + (tmp / "raw.csv") +
+                            " --text-a-column text --id-column id --skip-malformed");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  EXPECT_EQ(out[0]["id"], "a1");
+  EXPECT_TRUE(out[1].contains("skipped")) << out[1];
+  EXPECT_EQ(out[2]["id"], "a3");
+  EXPECT_EQ(out[2]["row"], 2);
+  EXPECT_EQ(out[2]["words"], (nlohmann::json{"EU", "rejects"}));
 }
 
 }  // namespace
