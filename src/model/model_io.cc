@@ -252,6 +252,29 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
               advice);
 }
 
+// The head of a checkpoint whose config.json names no architectures (saved by hand, or by a
+// tool that does not write them): the one whose every tensor the weights hold when the other's
+// are not all there (a BertForTokenClassification has no pooler, a RoBERTa token head a bare
+// `classifier` rather than `classifier.dense` and `classifier.out_proj`); else the config's.
+HeadKind head_from_tensors(const Checkpoint& checkpoint, const ModelConfig& config) {
+  std::vector<HeadKind> complete;
+  for (HeadKind kind : {HeadKind::kSequenceClassification, HeadKind::kTokenClassification}) {
+    ModelConfig c = config;
+    c.head = kind;
+    const ParamLayout layout(c);
+    try {
+      const CheckpointMatch match = match_checkpoint(checkpoint, layout, c);
+      if (std::none_of(match.names.begin(), match.names.end(),
+                       [](const std::string& n) { return n.empty(); })) {
+        complete.push_back(kind);
+      }
+    } catch (const Error&) {
+      // Not this head (a tensor of another shape): the other's match decides.
+    }
+  }
+  return complete.size() == 1 ? complete[0] : config.head;
+}
+
 }  // namespace
 
 ModelState load_model(const std::string& dir, const LoadOptions& options) {
@@ -261,12 +284,16 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   }
   const WeightsFile& weights = *find_weights(dir);  // the folder's errors before config.json's
   json hf = read_json_file(config_path);
-  ModelState state(options.config ? *options.config : parse_model_config_json(hf, config_path));
+  const Checkpoint checkpoint = open_weights(dir, weights);
+  ModelConfig config = options.config ? *options.config : parse_model_config_json(hf, config_path);
+  if (!options.config && architecture_of(hf, *config.family, config_path).empty()) {
+    config.head = head_from_tensors(checkpoint, config);
+  }
+  ModelState state(config);
   // The folder's own architectures decide whose head its weights hold, whichever config runs.
   state.config.other_architecture =
       other_architecture(hf, *state.config.family, state.config.head, config_path);
   state.hf_config = std::move(hf);
-  const Checkpoint checkpoint = open_weights(dir, weights);
   const std::string& weights_path = checkpoint.path();
   CheckpointMatch match =
       match_checkpoint(checkpoint, state.layout, state.config, options.reinit_mismatched_head);

@@ -2,10 +2,10 @@
 // head would start untrained (a base model, another task's head), in one line naming the folder
 // or weights file, the head's tensors and what config.json's architectures says the checkpoint
 // is; architectures decides even when the tensor names fit, and a config without it falls back
-// to the tensors. A token classifier runs in forward, predict (and eval on tagged words) and is
-// refused by serve, which answers for sequence classifiers. train starts a new head from a token
-// classifier, saying so and listing the other head's tensors as unused. An architectures entry
-// of another family than model_type is an error naming config.json and the key.
+// to the tensors. A token classifier runs in forward, predict, serve (serve_token_cli_test.cc)
+// and eval on tagged words, and eval refuses it labelled texts. train starts a new head from a
+// token classifier, saying so and listing the other head's tensors as unused. An architectures
+// entry of another family than model_type is an error naming config.json and the key.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -121,9 +121,10 @@ void expect_refused(const RunResult& r, const std::vector<std::string>& needles,
 }
 
 // A token classifier is a model of its own head: `forward` runs it (a row of logits per token),
-// and the commands that answer for sequence classifiers refuse it in one line.
-TEST(WrongHeadCli, TokenClassifiersRunInForwardAndAreRefusedAsSequenceClassifiers) {
+// predict tags words, and eval refuses to score it on labelled texts in one line.
+TEST(WrongHeadCli, TokenClassifiersRunAsTokenClassifiersOnly) {
   TempDir tmp;
+  write_text(tmp / "rows.csv", "text,label\nthe first row,LABEL_0\nanother one,LABEL_1\n");
   const std::string distil = distilbert_token_classifier(tmp);
   const std::string bert =
       golden_token_classifier(tmp, "bert-tokcls-tiny", {"BertForTokenClassification"});
@@ -132,10 +133,6 @@ TEST(WrongHeadCli, TokenClassifiersRunInForwardAndAreRefusedAsSequenceClassifier
   for (auto [model, cls, labels] : {std::tuple{distil, "DistilBertForTokenClassification", 2},
                                     std::tuple{bert, "BertForTokenClassification", 9},
                                     std::tuple{roberta, "RobertaForTokenClassification", 9}}) {
-    expect_refused(run_inference("serve", model, tmp),
-                   {model + ": a token classifier (" + cls +
-                    "); `bertfit serve` answers for sequence classifiers only"},
-                   std::string("serve ") + cls);
     // predict tags the texts' words (RoBERTa's 64 positions need a shorter --max-seq-len).
     const RunResult p = run_bertfit("predict --model " + model + " --input " + (tmp / "rows.csv") +
                                     " --text-a-column text --max-seq-len 32");
@@ -199,20 +196,29 @@ TEST(WrongHeadCli, ArchitecturesDecidesOverFittingTensorNames) {
                   "(2 tensors: 'classifier.weight', 'classifier.bias')"},
                  "predict");
   expect_refused(run_inference("eval", m, tmp), {"question-answering"}, "eval");
-  // The golden token classifier as stored (no architectures): it lacks BERT's pooler.
+  // The golden token classifier as stored (no architectures): its tensors are a token
+  // classifier's (a classifier without BERT's pooler, which every sequence classifier has), so
+  // it tags words; named a sequence classifier, it is refused for the pooler it lacks.
   const std::string golden = golden_token_classifier(tmp, "bert-tokcls-tiny", nullptr);
+  RunResult r = run_inference("predict", golden, tmp);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["tags"].size(), 3u) << r.out;
+  set_architectures(golden, {"BertForSequenceClassification"});
   expect_refused(run_inference("predict", golden, tmp),
                  {golden + "/model.safetensors: the BertForSequenceClassification head is not in "
                            "the checkpoint (2 tensors: 'bert.pooler.dense.weight', "
-                           "'bert.pooler.dense.bias')"},
+                           "'bert.pooler.dense.bias') though config.json's architectures says "
+                           "BertForSequenceClassification"},
                  "predict golden");
-  // A sequence classifier naming itself, or nothing, still predicts.
+  // A sequence classifier naming itself, or nothing (its tensors hold both heads' tensors: the
+  // config's head, a sequence classifier's, stays), still predicts labels.
   for (const nlohmann::json& a :
        {nlohmann::json{"BertForSequenceClassification"}, nlohmann::json(nullptr)}) {
     set_architectures(m, a);
-    const RunResult r = run_inference("predict", m, tmp);
+    r = run_inference("predict", m, tmp);
     EXPECT_EQ(r.exit_code, 0) << a << ": " << r.err;
     EXPECT_EQ(count_of(r.out, "\n"), 2u) << r.out;
+    EXPECT_TRUE(nlohmann::json::parse(last_line(r.out)).contains("label")) << r.out;
   }
 }
 
