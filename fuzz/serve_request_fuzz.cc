@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as the body of POST /predict and POST /tokenize
 // (serve/protocol.h), and each decoded input encoded for a model of 64 positions with and
-// without truncation, in both directions. A body either decodes or is refused with an ApiError
+// without truncation, in both directions; also as a token classifier reads it (texts only, with
+// offsets inside the text). A body either decodes or is refused with an ApiError
 // of a 4xx status; nothing else may escape. Checks: a decoded request has 1..max inputs, an
 // encoding fits max_len and starts with [CLS], a refusal's error body is JSON. The vocabulary is
 // bert-base-uncased from $BERTFIT_FUZZ_VOCAB, else BERTFIT_SHARED_DIR/data/vocab/.
@@ -49,6 +50,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           } catch (const ApiError& e) {
             if (truncate || e.status() != 422) std::abort();  // only a refused long input
           }
+        }
+      }
+    }
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  // As a token classifier reads it: texts only, each encoded with its offsets.
+  try {
+    PredictRequest r = decode_predict_request(body, kMaxBatch, InputShape::kTexts);
+    if (r.inputs.empty() || r.inputs.size() > kMaxBatch) std::abort();
+    for (const TextInput& in : r.inputs) {
+      if (in.b) std::abort();
+      for (auto dir : {TruncationDirection::kRight, TruncationDirection::kLeft}) {
+        bertfit::Encoding e = encode_input(tokenizer(), in, true, dir, kMaxLen, true);
+        if (e.offsets.size() != e.input_ids.size()) std::abort();
+        for (const bertfit::TokenOffset& o : e.offsets) {
+          if (o.begin > o.end || o.end > in.a.size()) std::abort();
         }
       }
     }

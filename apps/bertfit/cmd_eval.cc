@@ -30,7 +30,7 @@ void run(const EvalOptions& o) {
     throw_error("give either --task with --data, or --dev-file with its columns");
   }
   if (!o.data.task.empty() && o.data.data_dir.empty()) throw_error("--task needs --data");
-  InferenceModel m = load_for_inference(o.model, "eval", /*token_heads=*/true);
+  InferenceModel m = load_for_inference(o.model);
   const ModelState& state = m.state;
   const int max_seq_len = o.model.compute.max_seq_len;
   const bool tagged = !o.data.dev_file.empty() && is_tagged_data(o.data, o.data.dev_file);

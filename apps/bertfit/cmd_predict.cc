@@ -43,17 +43,32 @@ void write_output(const PredictOptions& o, const std::string& out) {
   }
 }
 
-nlohmann::json entity_json(const Entity& e, Aggregation how) {
-  nlohmann::json j;
-  if (how == Aggregation::kNone) {
-    j = {{"entity", e.entity}, {"score", e.score}, {"index", e.index}};
-  } else {
-    j = {{"entity_group", e.entity_group}, {"score", e.score}};
+TableOptions table_options_of(const DataOptions& d) {
+  TableOptions t;
+  t.header = !d.no_header;
+  t.skip_malformed = d.skip_malformed;
+  t.format = d.format;
+  return t;
+}
+
+// The output: one JSON line per input, each with its "row", and one per malformed row left out
+// ({"row", "line", "skipped": reason}), merged in file order. Both lists are in file order.
+std::string in_file_order(const std::vector<nlohmann::json>& lines,
+                          const std::vector<SkippedRow>& skipped) {
+  std::string out;
+  std::size_t next = 0;
+  auto skipped_before = [&](std::int64_t row) {
+    for (; next < skipped.size() && skipped[next].row < row; ++next) {
+      const SkippedRow& s = skipped[next];
+      out += nlohmann::json{{"row", s.row}, {"line", s.line}, {"skipped", s.reason}}.dump() + "\n";
+    }
+  };
+  for (const nlohmann::json& j : lines) {
+    skipped_before(j["row"].get<std::int64_t>());
+    out += j.dump() + "\n";
   }
-  j["word"] = e.word;
-  j["start"] = e.start;
-  j["end"] = e.end;
-  return j;
+  skipped_before(INT64_MAX);
+  return out;
 }
 
 // A token classifier's predictions: per input (pre-split words from a CoNLL or tagged JSONL
@@ -63,10 +78,19 @@ void predict_tags(const PredictOptions& o, const InferenceModel& m) {
   const DataOptions& d = o.data;
   const ComputeOptions& c = o.model.compute;
   std::vector<TextToTag> texts;
+  std::vector<std::int64_t> rows;  // each text's row in the file (malformed ones counted)
+  std::vector<std::string> ids;    // --id-column's values
+  std::vector<SkippedRow> skipped;
   const bool pre_split = is_tagged_data(d, o.input);
   if (pre_split) {
-    const LoadedTagged words = read_tagged(d, o.input, state.config.id2label, /*with_tags=*/false);
+    if (!o.id_column.empty()) {
+      throw_error("--id-column: tagged words (", o.input,
+                  ") carry no id column; their lines' \"row\" numbers them in file order");
+    }
+    LoadedTagged words = read_tagged(d, o.input, state.config.id2label, /*with_tags=*/false);
     texts = texts_from_words(*m.tokenizer, words, c.max_seq_len);
+    for (const TaggedSentence& s : words.sentences) rows.push_back(s.row);
+    skipped = std::move(words.skipped);
   } else {
     if (d.text_a_column.empty()) {
       throw_error("--input ", o.input, ": give --text-a-column (raw texts), or tagged words (a ",
@@ -75,15 +99,22 @@ void predict_tags(const PredictOptions& o, const InferenceModel& m) {
     if (!d.text_b_column.empty()) {
       throw_error("--text-b-column: a token classifier tags one text at a time");
     }
-    TableOptions table_options;
-    table_options.header = !d.no_header;
-    table_options.format = d.format;
-    ColumnTable table = read_columns(o.input, {d.text_a_column}, table_options);
+    std::vector<std::string> specs = {d.text_a_column};
+    if (!o.id_column.empty()) specs.push_back(o.id_column);
+    ColumnTable table = read_columns(o.input, specs, table_options_of(d));
     warn_if_index_columns_with_header(table);
     require_rows(table);
     std::vector<std::string> raw;
-    for (const auto& row : table.rows) raw.push_back(row[0]);
+    for (const auto& row : table.rows) {
+      raw.push_back(row[0]);
+      if (!o.id_column.empty()) ids.push_back(row.back());
+    }
+    if (table.skipped_rows > 0) {
+      log_warn(o.input, ": skipped ", table.skipped_rows, " malformed rows");
+    }
     texts = texts_from_raw(*m.tokenizer, raw, c.max_seq_len);
+    rows = table.row_numbers;
+    skipped = std::move(table.skipped);
   }
   std::vector<EncodedExample> encoded;
   for (const TextToTag& t : texts) encoded.push_back(t.encoded);
@@ -97,7 +128,7 @@ void predict_tags(const PredictOptions& o, const InferenceModel& m) {
       model, state.params.data(), encoded, c.batch_size, 8, nullptr, progress_reporter("predict"));
   const std::vector<std::int64_t> before = token_rows_before(encoded);
   const int K = state.config.num_labels;
-  std::string out;
+  std::vector<nlohmann::json> lines;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const Tagging t = tag_text(texts[i], logits.data() + before[i] * K, state.config.id2label,
                                *m.tokenizer, o.aggregation);
@@ -106,10 +137,12 @@ void predict_tags(const PredictOptions& o, const InferenceModel& m) {
       tags.push_back(tag.empty() ? nlohmann::json() : nlohmann::json(tag));
     nlohmann::json entities = nlohmann::json::array();
     for (const Entity& e : t.entities) entities.push_back(entity_json(e, o.aggregation));
-    nlohmann::json j{{"row", i}, {"words", t.words}, {"tags", tags}, {"entities", entities}};
-    out += j.dump() + "\n";
+    nlohmann::json j{{"row", rows[i]}};
+    if (!ids.empty()) j["id"] = ids[i];
+    j.update({{"words", t.words}, {"tags", tags}, {"entities", entities}});
+    lines.push_back(std::move(j));
   }
-  write_output(o, out);
+  write_output(o, in_file_order(lines, skipped));
 }
 
 // The prediction of one row from its logits (K), as the model's problem type reads them.
@@ -155,7 +188,7 @@ void run(const PredictOptions& o) {
   if (!(o.threshold >= 0 && o.threshold <= 1)) {
     throw_error("--threshold must be in [0, 1], got ", o.threshold);
   }
-  InferenceModel m = load_for_inference(o.model, "predict", /*token_heads=*/true);
+  InferenceModel m = load_for_inference(o.model);
   if (m.state.config.head == HeadKind::kTokenClassification) return predict_tags(o, m);
   const ModelState& state = m.state;
   const DataOptions& d = o.data;
@@ -163,11 +196,7 @@ void run(const PredictOptions& o) {
   std::vector<std::string> specs = {d.text_a_column};
   if (!d.text_b_column.empty()) specs.push_back(d.text_b_column);
   if (!o.id_column.empty()) specs.push_back(o.id_column);
-  TableOptions table_options;
-  table_options.header = !d.no_header;
-  table_options.skip_malformed = d.skip_malformed;
-  table_options.format = d.format;
-  ColumnTable table = read_columns(o.input, specs, table_options);
+  ColumnTable table = read_columns(o.input, specs, table_options_of(d));
   warn_if_index_columns_with_header(table);
   require_rows(table);
   std::vector<Example> examples(table.rows.size());
@@ -188,25 +217,14 @@ void run(const PredictOptions& o) {
                       : predict_logits(model, state.params.data(), encoded, c.batch_size, 8,
                                        nullptr, progress_reporter("predict"));
 
-  // Merge predicted and skipped rows back into file order.
-  std::string out;
-  std::size_t next_skipped = 0;
-  auto emit_skipped_before = [&](std::int64_t row) {
-    for (; next_skipped < table.skipped.size() && table.skipped[next_skipped].row < row;
-         ++next_skipped) {
-      const SkippedRow& s = table.skipped[next_skipped];
-      nlohmann::json j{{"row", s.row}, {"line", s.line}, {"skipped", s.reason}};
-      out += j.dump() + "\n";
-    }
-  };
+  std::vector<nlohmann::json> lines;
   for (std::size_t i = 0; i < encoded.size(); ++i) {
-    emit_skipped_before(table.row_numbers[i]);
     nlohmann::json j{{"row", table.row_numbers[i]}};
     if (!o.id_column.empty()) j["id"] = table.rows[i].back();
     j.update(prediction(state.config, logits.data() + i * K, o.threshold));
-    out += j.dump() + "\n";
+    lines.push_back(std::move(j));
   }
-  emit_skipped_before(INT64_MAX);
+  const std::string out = in_file_order(lines, table.skipped);
   write_output(o, out);
 }
 

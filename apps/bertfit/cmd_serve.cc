@@ -160,7 +160,6 @@ void run(const ServeOptions& o) {
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   ModelState state = load_model(folder, {.require_head = true});
-  require_sequence_head(state.config, folder, "serve");
   const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
   const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);
@@ -214,12 +213,14 @@ void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serve a sequence-classification model over HTTP with Hugging Face "
-      "text-embeddings-inference's routes: POST /predict (also / and /invocations), POST "
-      "/tokenize, GET /health, /info and /metrics. Requests are batched dynamically on one "
-      "compute worker. Prints `serve: listening on HOST:PORT` on stderr when ready; SIGINT or "
-      "SIGTERM stops it after the requests in flight are answered. A model without a trained "
-      "sequence-classification head is refused at start.");
+      "Serve a classification model over HTTP with Hugging Face text-embeddings-inference's "
+      "routes: POST /predict (also / and /invocations), POST /tokenize, GET /health, /info and "
+      "/metrics. A sequence classifier answers each input's label scores (TEI's answer); a "
+      "token classifier each text's entities with character offsets (the Hub's "
+      "token-classification answer; `aggregation_strategy` in the request, default simple). "
+      "Requests are batched dynamically on one compute worker. Prints `serve: listening on "
+      "HOST:PORT` on stderr when ready; SIGINT or SIGTERM stops it after the requests in flight "
+      "are answered. A model without a trained head is refused at start.");
   add_flags(*cmd,
             join_flags({model_flags(o->model_dir, o->revision),
                         select_flags(compute_flags(o->compute), {"--precision", "--threads"})}));

@@ -19,15 +19,13 @@ void add_inference_flags(CLI::App& cmd, InferenceOptions& o) {
   cmd.get_option("--model")->required();
 }
 
-InferenceModel load_for_inference(const InferenceOptions& o, const char* command,
-                                  bool token_heads) {
+InferenceModel load_for_inference(const InferenceOptions& o) {
   const ComputeOptions& c = o.compute;
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.batch_size <= 0) throw_error("--batch-size must be > 0, got ", c.batch_size);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   InferenceModel m{load_model(folder, {.require_head = true}), load_tokenizer(folder),
                    runnable_precision(c.precision)};
-  if (!token_heads) require_sequence_head(m.state.config, folder, command);
   check_tokenizer_fits(*m.tokenizer, m.state.config, folder);
   if (c.max_seq_len > m.state.config.max_tokens()) {
     throw_error("--max-seq-len ", c.max_seq_len, " exceeds the ", m.state.config.max_tokens(),
@@ -35,16 +33,6 @@ InferenceModel load_for_inference(const InferenceOptions& o, const char* command
                 ") hold");
   }
   return m;
-}
-
-void require_sequence_head(const ModelConfig& config, const std::string& folder,
-                           const char* command) {
-  if (config.head == HeadKind::kSequenceClassification) return;
-  throw_error(folder, ": a token classifier (", config.family->class_for(config.head),
-              "); `bertfit ", command,
-              "` answers for sequence classifiers only in this version (`bertfit eval` and "
-              "`bertfit forward` run token classifiers, and `bertfit train` on sentence labels "
-              "starts a sequence head from it)");
 }
 
 std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what) {

@@ -32,18 +32,8 @@ struct InferenceModel {
 };
 
 // Sets the thread count, resolves --model, loads the folder (refusing a model without a trained
-// sequence-classification head: LoadOptions::require_head) and its tokenizer, and validates the
-// options.
-// `command` names the command in errors ("predict"); token_heads: it answers for token
-// classifiers too (else they are refused: require_sequence_head).
-InferenceModel load_for_inference(const InferenceOptions& o, const char* command,
-                                  bool token_heads = false);
-
-// Error (one line naming the folder and the command) for a model whose head the command cannot
-// answer for yet: eval, predict and serve answer for sequence classifiers; a token classifier
-// runs in `forward`.
-void require_sequence_head(const ModelConfig& config, const std::string& folder,
-                           const char* command);
+// head: LoadOptions::require_head) and its tokenizer, and validates the options.
+InferenceModel load_for_inference(const InferenceOptions& o);
 
 // Progress of a long inference run on stderr ("what: done/total rows"): every 2 s (or
 // $BERTFIT_PROGRESS_SECONDS), and a last line at the end of a run that reported before.

@@ -13,6 +13,10 @@ Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
   CHECK(limits_.max_batch_tokens > 0, "max_batch_tokens ", limits_.max_batch_tokens);
   CHECK(limits_.max_queued_tokens >= limits_.max_batch_tokens, "max_queued_tokens ",
         limits_.max_queued_tokens);
+  // A batch has at most max_batch_tokens inputs and output rows (one per input or per token).
+  const auto most = static_cast<std::size_t>(limits_.max_batch_tokens);
+  sequences_.reserve(most);
+  logits_.reserve(most * static_cast<std::size_t>(engine_.num_labels()));
   worker_ = std::thread([this, &warm_up] { work(warm_up); });
   std::unique_lock lock(mu_);
   wake_.wait(lock, [this] { return ready_; });
@@ -34,7 +38,11 @@ Admission Batcher::submit(std::shared_ptr<Job> job) {
     CHECK(t <= limits_.max_batch_tokens, "input of ", t, " tokens");
     tokens += t;
   }
-  job->logits.assign(n * engine_.num_labels(), 0.0f);
+  job->row_start.assign(1, 0);
+  for (const Encoding& input : job->inputs) {
+    job->row_start.push_back(job->row_start.back() + engine_.output_rows(input));
+  }
+  job->logits.assign(job->row_start.back() * engine_.num_labels(), 0.0f);
   job->remaining = n;
   {
     std::lock_guard lock(mu_);
@@ -135,10 +143,14 @@ void Batcher::expire(std::vector<Item>& expired) {
 
 void Batcher::run_batch(std::vector<Item>& batch) {
   const Clock::time_point start = Clock::now();
-  const int K = engine_.num_labels();
+  const std::size_t K = static_cast<std::size_t>(engine_.num_labels());
   sequences_.clear();
-  for (const Item& item : batch) sequences_.push_back(&item.job->inputs[item.index]);
-  logits_.resize(batch.size() * K);
+  std::size_t rows = 0;
+  for (const Item& item : batch) {
+    sequences_.push_back(&item.job->inputs[item.index]);
+    rows += engine_.output_rows(*sequences_.back());
+  }
+  logits_.resize(rows * K);
   bool failed = false;
   try {
     engine_.run(sequences_, logits_.data());
@@ -151,6 +163,7 @@ void Batcher::run_batch(std::vector<Item>& batch) {
   last_batch_failed_ = failed;
   const double inference = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.inference(inference);
+  std::size_t row = 0;  // where batch[i]'s rows start in logits_
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Job& job = *batch[i].job;
     const double queued = std::chrono::duration<double>(start - job.enqueued).count();
@@ -158,7 +171,10 @@ void Batcher::run_batch(std::vector<Item>& batch) {
     job.queue_seconds += queued;
     job.inference_seconds += inference;
     if (failed) job.failed = true;
-    std::copy_n(logits_.data() + i * K, K, job.logits.data() + batch[i].index * K);
+    const std::size_t n = engine_.output_rows(*sequences_[i]);
+    std::copy_n(logits_.data() + row * K, n * K,
+                job.logits.data() + job.row_start[batch[i].index] * K);
+    row += n;
     if (--job.remaining == 0) job.on_done(batch[i].job);
   }
 }

@@ -33,7 +33,10 @@ using Clock = std::chrono::steady_clock;
 // One client request's inputs and, when done, their logits.
 struct Job {
   std::vector<Encoding> inputs;
-  std::vector<float> logits;  // (inputs, K), filled by the worker
+  // Filled by the worker: each input's Engine::output_rows() rows of K, in order; input i's
+  // start at row row_start[i] (row_start has inputs + 1 entries, set by submit).
+  std::vector<float> logits;
+  std::vector<std::size_t> row_start;
   // Called once, on the compute worker's thread, when every input has its logits (or the
   // server is stopping without computing them: then failed is set). Must return quickly.
   std::function<void(std::shared_ptr<Job>)> on_done;

@@ -6,6 +6,7 @@
 
 #include "base/aligned.h"
 #include "base/check.h"
+#include "model/head.h"
 
 namespace bertfit::serve {
 
@@ -13,7 +14,8 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
     : state_(state),
       model_(state.config, state.layout, precision),
       weights_(model_.make_weights()),
-      max_padded_tokens_(max_padded_tokens) {
+      max_padded_tokens_(max_padded_tokens),
+      per_token_(model_head(state.config).outputs_per_token()) {
   weights_.prepare(state.params.data(), /*with_backward=*/false);
   for (const auto& [offset, count] : weights_.unread_ranges()) {
     discard_pages(state.params.data() + offset, sizeof(float) * count);
@@ -21,6 +23,12 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
 }
 
 void Engine::run(std::span<const Encoding* const> sequences, float* logits) {
+  row_start_.resize(sequences.size());
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    row_start_[i] = rows;
+    rows += output_rows(*sequences[i]);
+  }
   order_.resize(sequences.size());
   std::iota(order_.begin(), order_.end(), std::size_t{0});
   std::stable_sort(order_.begin(), order_.end(), [&](std::size_t x, std::size_t y) {
@@ -61,9 +69,12 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
   }
   ModelInput in{B, T, ids_.data(), types_.data(), mask_.data()};
   model_.forward(weights_, in, DropoutState{}, acts_);
-  const int K = num_labels();
+  // The head's rows: one per sequence, or (B·T) padded, one per token.
+  const std::size_t K = static_cast<std::size_t>(num_labels());
   for (int b = 0; b < B; ++b) {
-    std::copy_n(acts_.logits.data() + std::int64_t{b} * K, K, logits + rows[b] * K);
+    const std::size_t n = output_rows(*sequences[rows[b]]);
+    const std::size_t from = per_token_ ? static_cast<std::size_t>(b) * T : std::size_t(b);
+    std::copy_n(acts_.logits.data() + from * K, n * K, logits + row_start_[rows[b]] * K);
   }
 }
 
@@ -83,7 +94,7 @@ void Engine::warm_up(std::int32_t cls_id, std::int32_t sep_id) {
     }
     std::vector<const Encoding*> ptrs;
     for (const Encoding& e : seqs) ptrs.push_back(&e);
-    std::vector<float> out(seqs.size() * num_labels());
+    std::vector<float> out(seqs.size() * output_rows(seqs[0]) * num_labels());
     run(ptrs, out.data());
   }
   ids_.reserve(max_padded_tokens_);

@@ -1,6 +1,7 @@
-// The model side of `bertfit serve`: a sequence classifier whose weights are prepared once, at
-// construction (ModelWeights), and whose activations are reused by every batch, so that after
-// warm_up() a batch allocates nothing. One thread at a time (the batcher's compute worker).
+// The model side of `bertfit serve`: a classifier (of sequences or of tokens) whose weights are
+// prepared once, at construction (ModelWeights), and whose activations are reused by every
+// batch, so that after warm_up() a batch allocates nothing. One thread at a time (the batcher's
+// compute worker).
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,16 @@ class Engine {
 
   const ModelConfig& config() const { return state_.config; }
   int num_labels() const { return state_.config.num_labels; }
+  // The rows of K logits the model gives for one input: one for a sequence head, one per token
+  // for a token head.
+  std::size_t output_rows(const Encoding& input) const {
+    return per_token_ ? input.input_ids.size() : 1;
+  }
 
-  // logits (n,K) of the n sequences, each [CLS] ... [SEP] of at most max_positions tokens. They
-  // are run sorted by length, in forward passes of at most max_padded_tokens padded tokens, each
-  // unpadded (the token-wise layers see the real tokens only). Eval mode, no dropout.
+  // The logits of the n sequences, each [CLS] ... [SEP] of at most max_positions tokens: for
+  // each sequence in order, its output_rows() rows of K. They are run sorted by length, in
+  // forward passes of at most max_padded_tokens padded tokens, each unpadded (the token-wise
+  // layers see the real tokens only). Eval mode, no dropout.
   void run(std::span<const Encoding* const> sequences, float* logits);
 
   // Sizes the activations for the largest forward run() can make (max_padded_tokens tokens at
@@ -43,8 +50,10 @@ class Engine {
   ModelWeights weights_;
   Activations acts_;
   std::int64_t max_padded_tokens_;
-  // Reused per forward: the order of a batch and its padded (B,T) inputs.
-  std::vector<std::size_t> order_;
+  bool per_token_;
+  // Reused per forward: the order of a batch, where each sequence's rows start in the output,
+  // and its padded (B,T) inputs.
+  std::vector<std::size_t> order_, row_start_;
   std::vector<std::int32_t> ids_, types_, mask_;
 };
 

@@ -52,6 +52,14 @@ std::optional<bool> optional_bool(const json& j, const char* key) {
   return it->get<bool>();
 }
 
+// The value of an optional string key (absent or null: nullopt).
+std::optional<std::string> optional_string(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) bad_request(cat("`", key, "` must be a string"));
+  return it->get<std::string>();
+}
+
 // One element of a batch: "text", ["text"] or ["a", "b"].
 TextInput sequence(const json& j, std::size_t index) {
   if (j.is_string()) return {j.get<std::string>(), std::nullopt};
@@ -95,7 +103,8 @@ bool valid_utf8(std::string_view text) {
   return true;
 }
 
-PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size) {
+PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size,
+                                      InputShape shape) {
   const json j = parse_body(body);
   PredictRequest r;
   auto inputs = j.find("inputs");
@@ -104,19 +113,37 @@ PredictRequest decode_predict_request(std::string_view body, int max_client_batc
     r.inputs.push_back({inputs->get<std::string>(), std::nullopt});
   } else if (inputs->is_array()) {
     const json& list = *inputs;
-    if (list.size() == 2 && list[0].is_string() && list[1].is_string()) {
+    if (shape == InputShape::kTextsOrPairs && list.size() == 2 && list[0].is_string() &&
+        list[1].is_string()) {
       r.inputs.push_back({list[0].get<std::string>(), list[1].get<std::string>()});
     } else {
       check_batch_size(list.size(), max_client_batch_size);
       r.batch = true;
       r.inputs.reserve(list.size());
-      for (std::size_t i = 0; i < list.size(); ++i) r.inputs.push_back(sequence(list[i], i));
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        r.inputs.push_back(sequence(list[i], i));
+        if (shape == InputShape::kTexts && r.inputs.back().b) {
+          throw ApiError(422, "validation",
+                         cat("Input validation error: `inputs[", i,
+                             "]` is a pair of texts; this model tags one text per input"));
+        }
+      }
     }
   } else {
     bad_request("`inputs` must be a text, a pair of texts or a list of them");
   }
   r.truncate = optional_bool(j, "truncate");
   r.raw_scores = optional_bool(j, "raw_scores").value_or(false);
+  r.aggregation_strategy = optional_string(j, "aggregation_strategy");
+  auto parameters = j.find("parameters");
+  if (parameters != j.end() && !parameters->is_null()) {
+    if (!parameters->is_object()) bad_request("`parameters` must be an object");
+    std::optional<std::string> in_parameters = optional_string(*parameters, "aggregation_strategy");
+    if (in_parameters && r.aggregation_strategy) {
+      bad_request("`aggregation_strategy` is given twice (at the top and in `parameters`)");
+    }
+    if (in_parameters) r.aggregation_strategy = in_parameters;
+  }
   auto dir = j.find("truncation_direction");
   if (dir != j.end() && !dir->is_null()) {
     const std::string word = dir->is_string() ? dir->get<std::string>() : "";
@@ -152,10 +179,15 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
 }
 
 Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
-                      TruncationDirection direction, int max_len) {
-  std::vector<std::int32_t> a = tokenizer.tokenize_ids(input.a);
+                      TruncationDirection direction, int max_len, bool with_offsets) {
+  std::vector<std::int32_t> a;
+  std::vector<TokenOffset> a_offsets, b_offsets;
+  tokenizer.tokenize_into(input.a, a, with_offsets ? &a_offsets : nullptr);
   std::optional<std::vector<std::int32_t>> b;
-  if (input.b) b = tokenizer.tokenize_ids(*input.b);
+  if (input.b) {
+    b.emplace();
+    tokenizer.tokenize_into(*input.b, *b, with_offsets ? &b_offsets : nullptr);
+  }
   const auto specials = static_cast<std::size_t>(tokenizer.num_special_tokens(b.has_value()));
   const std::size_t total = a.size() + (b ? b->size() : 0) + specials;
   if (total > static_cast<std::size_t>(max_len)) {
@@ -174,17 +206,24 @@ Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool t
         --keep_b;
       }
     }
-    auto cut = [direction](std::vector<std::int32_t>& ids, std::size_t keep) {
+    auto cut = [direction](auto& items, std::size_t keep) {
+      if (items.size() <= keep) return;  // also offsets not asked for (empty)
       if (direction == TruncationDirection::kRight) {
-        ids.resize(keep);
+        items.resize(keep);
       } else {
-        ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+        items.erase(items.begin(), items.end() - static_cast<std::ptrdiff_t>(keep));
       }
     };
     cut(a, keep_a);
-    if (b) cut(*b, keep_b);
+    cut(a_offsets, keep_a);
+    if (b) {
+      cut(*b, keep_b);
+      cut(b_offsets, keep_b);
+    }
   }
-  return tokenizer.encode_ids(std::move(a), std::move(b), max_len);
+  if (!with_offsets) return tokenizer.encode_ids(std::move(a), std::move(b), max_len);
+  return tokenizer.encode_ids(std::move(a), std::move(b), max_len, &a_offsets,
+                              b ? &b_offsets : nullptr);
 }
 
 }  // namespace bertfit::serve

@@ -54,21 +54,29 @@ enum class TruncationDirection { kRight, kLeft };
 
 // POST /predict: {"inputs": "text" | ["a", "b"] (one pair) | [seq, ...] (a batch, each seq a
 // text, [text] or [a, b]), "truncate": bool|null, "truncation_direction": "right"|"left",
-// "raw_scores": bool}. As TEI's untagged types decide it, a list of exactly two texts is one pair,
-// any other list a batch. Unknown keys are ignored.
+// "raw_scores": bool, "aggregation_strategy": "name" (also as the Hub's inference API sends it,
+// in "parameters": {"aggregation_strategy": "name"})}. As TEI's untagged types decide it, a list
+// of exactly two texts is one pair, any other list a batch (InputShape::kTextsOrPairs); a model
+// that takes one text per input (kTexts, a token classifier) reads every list as a batch of
+// texts, as the Hub's token-classification API does, and refuses pairs in it (422). Unknown
+// keys are ignored.
+enum class InputShape { kTextsOrPairs, kTexts };
+
 struct PredictRequest {
   std::vector<TextInput> inputs;
   bool batch = false;            // the answer is a list of answers, one per input
   std::optional<bool> truncate;  // null or absent: the server's --auto-truncate
   TruncationDirection direction = TruncationDirection::kRight;
-  bool raw_scores = false;  // scores are the logits
+  bool raw_scores = false;                          // scores are the logits
+  std::optional<std::string> aggregation_strategy;  // as given (the service checks the name)
 };
 
 // Throws ApiError: 422 for a body that is not UTF-8, 400 for malformed JSON or wrong types (a NUL
-// byte anywhere, bytes after the JSON value, or a key given twice in the top-level object are
-// malformed), 400 ("empty") for an empty batch, 413 for a batch of more than
-// max_client_batch_size inputs.
-PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size);
+// byte anywhere, bytes after the JSON value, or a key given twice in the top-level object or in
+// both it and "parameters" are malformed), 400 ("empty") for an empty batch, 413 for a batch of
+// more than max_client_batch_size inputs.
+PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size,
+                                      InputShape shape = InputShape::kTextsOrPairs);
 
 // POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the
 // answer is always a list, one token list per input. Same errors as decode_predict_request.
@@ -81,8 +89,9 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
 // The encoding of one input for the model: [CLS] a [SEP] (b [SEP]) in at most max_len tokens.
 // Longer inputs are cut with Hugging Face's longest_first rule (one token at a time from the
 // longer text, from b on ties) at the end of each text (kRight, what `bertfit predict` does) or at
-// its start (kLeft) when truncate is set, and refused otherwise (ApiError 422).
+// its start (kLeft) when truncate is set, and refused otherwise (ApiError 422). with_offsets:
+// the encoding's offsets (each token's bytes in its text) are filled.
 Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
-                      TruncationDirection direction, int max_len);
+                      TruncationDirection direction, int max_len, bool with_offsets = false);
 
 }  // namespace bertfit::serve

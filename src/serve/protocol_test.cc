@@ -143,5 +143,68 @@ TEST(ServeProtocol, Tokenize) {
   EXPECT_THROW(decode_tokenize_request(R"({"inputs": [["a"]]})", 4), ApiError);
 }
 
+// A token classifier's requests (InputShape::kTexts): every list is a batch of texts, a pair in
+// it is refused; aggregation_strategy at the top or in `parameters`, not both.
+TEST(ServeProtocol, TextsOnlyAndAggregationStrategy) {
+  const InputShape texts = InputShape::kTexts;
+  PredictRequest r = decode_predict_request(R"({"inputs": ["a", "b"]})", 32, texts);
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_TRUE(r.batch);
+  EXPECT_FALSE(r.inputs[0].b);
+  EXPECT_FALSE(r.aggregation_strategy);
+  r = decode_predict_request(R"({"inputs": [["a"], "b", ["c"]]})", 32, texts);
+  EXPECT_EQ(r.inputs.size(), 3u);
+  try {
+    decode_predict_request(R"({"inputs": ["a", ["b", "c"]]})", 32, texts);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 422);
+    EXPECT_NE(std::string(e.what()).find("`inputs[1]` is a pair"), std::string::npos) << e.what();
+  }
+  r = decode_predict_request(R"({"inputs": "a", "aggregation_strategy": "max"})", 32, texts);
+  EXPECT_EQ(r.aggregation_strategy, "max");
+  r = decode_predict_request(R"({"inputs": "a", "parameters": {"aggregation_strategy": "none"}})",
+                             32, texts);
+  EXPECT_EQ(r.aggregation_strategy, "none");
+  r = decode_predict_request(R"({"inputs": "a", "parameters": null, "aggregation_strategy": null})",
+                             32, texts);
+  EXPECT_FALSE(r.aggregation_strategy);
+  for (
+      const char* bad :
+      {R"({"inputs": "a", "aggregation_strategy": "max", "parameters": {"aggregation_strategy": "max"}})",
+       R"({"inputs": "a", "parameters": []})", R"({"inputs": "a", "aggregation_strategy": 2})",
+       R"({"inputs": "a", "parameters": {"aggregation_strategy": true}})"}) {
+    EXPECT_THROW(decode_predict_request(bad, 32, texts), ApiError) << bad;
+  }
+  // TEI's shapes are unchanged: two texts are one pair.
+  EXPECT_TRUE(decode_predict_request(R"({"inputs": ["a", "b"]})", 32).inputs[0].b);
+}
+
+// With offsets, each kept token keeps its bytes in its own text, cut with the ids either way.
+TEST(ServeProtocol, OffsetsFollowTruncation) {
+  const WordPieceTokenizer& tok = tokenizer();
+  const TextInput text{"one two three four five", std::nullopt};
+  const Encoding full = tok.encode(text.a, std::nullopt, 100, /*with_offsets=*/true);
+  ASSERT_EQ(full.offsets.size(), 7u);
+  Encoding untouched = encode_input(tok, text, false, TruncationDirection::kRight, 100, true);
+  EXPECT_EQ(untouched.input_ids, full.input_ids);
+  EXPECT_EQ(untouched.offsets, full.offsets);
+  Encoding right = encode_input(tok, text, true, TruncationDirection::kRight, 5, true);
+  const Encoding want_right = tok.encode(text.a, std::nullopt, 5, true);
+  EXPECT_EQ(right.input_ids, want_right.input_ids);
+  EXPECT_EQ(right.offsets, want_right.offsets);
+  Encoding left = encode_input(tok, text, true, TruncationDirection::kLeft, 5, true);
+  ASSERT_EQ(left.offsets.size(), 5u);
+  // [CLS] three four five [SEP]: "three" starts at byte 8 of the text.
+  EXPECT_EQ(left.offsets[1].begin, 8u);
+  EXPECT_EQ(left.offsets[3].end, 23u);
+  EXPECT_EQ(left.offsets[0].begin, left.offsets[0].end);
+  EXPECT_EQ(left.offsets[4].begin, left.offsets[4].end);
+  // A pair keeps both texts' offsets.
+  Encoding pair = encode_input(tok, {"one two", std::string("three")}, true,
+                               TruncationDirection::kLeft, 5, true);
+  EXPECT_EQ(pair.offsets.size(), pair.input_ids.size());
+}
+
 }  // namespace
 }  // namespace bertfit::serve

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "task/tagging.h"
 
 namespace bertfit::serve {
 namespace {
@@ -68,6 +69,7 @@ HttpResponse error_response(int status, const std::string& type, const std::stri
 Service::Service(const ModelConfig& config, const Tokenizer& tokenizer, Batcher& batcher,
                  Metrics& metrics, ServiceOptions options, ServeInfo info)
     : config_(config),
+      tagger_(config.head == HeadKind::kTokenClassification),
       tokenizer_(tokenizer),
       batcher_(batcher),
       metrics_(metrics),
@@ -136,15 +138,36 @@ void Service::predict(const HttpRequest& req, Respond respond) {
   if (place->value() > options_.max_concurrent_requests) {
     throw ApiError(429, "overloaded", "Model is overloaded");
   }
-  PredictRequest request = decode_predict_request(req.body, options_.max_client_batch_size);
+  PredictRequest request =
+      decode_predict_request(req.body, options_.max_client_batch_size,
+                             tagger_ ? InputShape::kTexts : InputShape::kTextsOrPairs);
+  // A sequence classifier ignores aggregation_strategy, as TEI ignores keys it does not know.
+  Aggregation how = Aggregation::kSimple;
+  if (tagger_) {
+    if (request.raw_scores) {
+      throw ApiError(422, "validation",
+                     "Input validation error: `raw_scores` applies to sequence classifiers; a "
+                     "token classifier answers entities with probabilities");
+    }
+    if (request.aggregation_strategy) {
+      const std::optional<Aggregation> parsed = parse_aggregation(*request.aggregation_strategy);
+      if (!parsed) {
+        throw ApiError(422, "validation",
+                       cat("Input validation error: `aggregation_strategy` must be one of none, "
+                           "simple, first, average, max; got \"",
+                           *request.aggregation_strategy, "\""));
+      }
+      how = *parsed;
+    }
+  }
   const bool truncate = request.truncate.value_or(options_.auto_truncate);
   auto job = std::make_shared<Job>();
   job->inputs.reserve(request.inputs.size());
   const Clock::time_point tokenize_start = Clock::now();
   std::int64_t tokens = 0;
   for (const TextInput& input : request.inputs) {
-    job->inputs.push_back(
-        encode_input(tokenizer_, input, truncate, request.direction, max_input_length()));
+    job->inputs.push_back(encode_input(tokenizer_, input, truncate, request.direction,
+                                       max_input_length(), /*with_offsets=*/tagger_));
     tokens += static_cast<std::int64_t>(job->inputs.back().input_ids.size());
     metrics_.input_tokens(static_cast<std::int64_t>(job->inputs.back().input_ids.size()));
   }
@@ -157,9 +180,15 @@ void Service::predict(const HttpRequest& req, Respond respond) {
   for (const TextInput& input : request.inputs) {
     characters += input.a.size() + (input.b ? input.b->size() : 0);
   }
-  job->on_done = [this, place, respond, start, batch, raw, n, tokens, tokenization,
-                  characters](std::shared_ptr<Job> done) {
-    post_([this, place, respond, start, batch, raw, n, tokens, tokenization, characters, done] {
+  // A token classifier's entities index its texts.
+  auto texts = std::make_shared<std::vector<std::string>>();
+  if (tagger_) {
+    for (TextInput& input : request.inputs) texts->push_back(std::move(input.a));
+  }
+  job->on_done = [this, place, respond, start, batch, raw, n, tokens, tokenization, characters,
+                  texts, how](std::shared_ptr<Job> done) {
+    post_([this, place, respond, start, batch, raw, n, tokens, tokenization, characters, texts, how,
+           done] {
       if (done->timed_out) {
         metrics_.rejection("queue_timeout", 503);
         HttpResponse r =
@@ -173,12 +202,17 @@ void Service::predict(const HttpRequest& req, Respond respond) {
         metrics_.rejection("inference_failed", 424);
         return respond(error_response(424, "backend", "Inference failed"));
       }
-      const int K = config_.num_labels;
+      const std::size_t K = static_cast<std::size_t>(config_.num_labels);
       std::string body;
       if (batch) body += '[';
       for (std::size_t i = 0; i < done->inputs.size(); ++i) {
         if (i > 0) body += ',';
-        append_predictions(body, done->logits.data() + i * K, raw);
+        const float* logits = done->logits.data() + done->row_start[i] * K;
+        if (tagger_) {
+          append_entities(body, std::move((*texts)[i]), done->inputs[i], logits, how);
+        } else {
+          append_predictions(body, logits, raw);
+        }
       }
       if (batch) body += ']';
       HttpResponse r;
@@ -237,6 +271,15 @@ void Service::append_predictions(std::string& out, const float* logits, bool raw
   for (const auto& [score, k] : scores) {
     list.push_back({{"label", config_.id2label.at(k)}, {"score", score}});
   }
+  out += list.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void Service::append_entities(std::string& out, std::string text, const Encoding& input,
+                              const float* logits, Aggregation how) const {
+  const Tagging tagging = tag_text(text_from_encoding(std::move(text), input), logits,
+                                   config_.id2label, tokenizer_, how);
+  json list = json::array();
+  for (const Entity& e : tagging.entities) list.push_back(entity_json(e, how));
   out += list.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -325,7 +368,10 @@ HttpResponse Service::info() const {
       {"weights_file", info_.weights_file},
       {"weights_sha256", info_.weights_sha256},
       {"model_dtype", info_.dtype},
-      {"model_type", {{"classifier", {{"id2label", id2label}, {"label2id", label2id}}}}},
+      {"model_type",
+       {{tagger_ ? "token_classifier" : "classifier",
+         {{"id2label", id2label}, {"label2id", label2id}}}}},
+      {"task", tagger_ ? "token-classification" : "text-classification"},
       {"architecture", config_.model_type()},
       {"problem_type", problem},
       {"max_concurrent_requests", options_.max_concurrent_requests},

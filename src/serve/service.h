@@ -1,7 +1,13 @@
 // The routes of `bertfit serve`, free of any HTTP library: an HttpRequest in, an HttpResponse out
 // through a callback (at once, or from the compute worker's completion, posted back to the
 // connection threads). TEI's routes and errors:
-//   POST /predict, POST /, POST /invocations   classify (protocol.h for the body)
+//   POST /predict, POST /, POST /invocations   classify (protocol.h for the body): a sequence
+//                                              classifier answers its labels' scores per input
+//                                              (TEI's answer); a token classifier the entities
+//                                              of each text (the Hub's token-classification
+//                                              answer: entity_group, score, word, start, end in
+//                                              characters), grouped by the request's
+//                                              aggregation_strategy (default simple)
 //   POST /tokenize                             the model's tokens per input
 //   GET  /health                               200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
@@ -27,6 +33,7 @@
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 #include "serve/protocol.h"
+#include "task/entities.h"
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit::serve {
@@ -94,8 +101,12 @@ class Service {
   bool authorized(const HttpRequest& req) const;
   // The JSON answer to one input: [{"label", "score"}, ...] by descending score.
   void append_predictions(std::string& out, const float* logits, bool raw_scores) const;
+  // A token classifier's answer to one input: its entities (task/tagging.h).
+  void append_entities(std::string& out, std::string text, const Encoding& input,
+                       const float* logits, Aggregation how) const;
 
   const ModelConfig& config_;
+  const bool tagger_;  // a token classifier
   const Tokenizer& tokenizer_;
   Batcher& batcher_;
   Metrics& metrics_;

@@ -62,20 +62,28 @@ std::vector<TextToTag> texts_from_words(const Tokenizer& tokenizer, const Loaded
 
 std::vector<TextToTag> texts_from_raw(const Tokenizer& tokenizer,
                                       const std::vector<std::string>& texts, int max_len) {
-  std::vector<TextToTag> out(texts.size());
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    TextToTag& t = out[i];
-    t.text = texts[i];
-    const Encoding e = tokenizer.encode(t.text, std::nullopt, max_len, /*with_offsets=*/true);
-    t.encoded.ids = e.input_ids;
-    t.encoded.type_ids = e.token_type_ids;
-    t.encoded.truncated_tokens = e.truncated_tokens;
-    t.spans = byte_to_char_offsets(t.text, e.offsets);
-    // The template's tokens are the first and the last (a single text: [CLS] A [SEP]).
-    t.special.assign(t.encoded.ids.size(), false);
-    if (!t.special.empty()) t.special.front() = t.special.back() = true;
+  std::vector<TextToTag> out;
+  out.reserve(texts.size());
+  for (const std::string& text : texts) {
+    const Encoding e = tokenizer.encode(text, std::nullopt, max_len, /*with_offsets=*/true);
+    out.push_back(text_from_encoding(text, e));
   }
   return out;
+}
+
+TextToTag text_from_encoding(std::string text, const Encoding& e) {
+  CHECK(e.offsets.size() == e.input_ids.size(), "an encoding of ", e.input_ids.size(),
+        " tokens with ", e.offsets.size(), " offsets");
+  TextToTag t;
+  t.text = std::move(text);
+  t.encoded.ids = e.input_ids;
+  t.encoded.type_ids = e.token_type_ids;
+  t.encoded.truncated_tokens = e.truncated_tokens;
+  t.spans = byte_to_char_offsets(t.text, e.offsets);
+  // The template's tokens are the first and the last (a single text: [CLS] A [SEP]).
+  t.special.assign(t.encoded.ids.size(), false);
+  if (!t.special.empty()) t.special.front() = t.special.back() = true;
+  return t;
 }
 
 Tagging tag_text(const TextToTag& t, const float* logits, const std::vector<std::string>& id2label,
@@ -127,6 +135,19 @@ Tagging tag_text(const TextToTag& t, const float* logits, const std::vector<std:
   out.cut_words = t.encoded.truncated_words;
   out.entities = aggregate_entities(tokens, id2label, how, t.text);
   return out;
+}
+
+nlohmann::json entity_json(const Entity& e, Aggregation how) {
+  nlohmann::json j;
+  if (how == Aggregation::kNone) {
+    j = {{"entity", e.entity}, {"score", e.score}, {"index", e.index}};
+  } else {
+    j = {{"entity_group", e.entity_group}, {"score", e.score}};
+  }
+  j["word"] = e.word;
+  j["start"] = e.start;
+  j["end"] = e.end;
+  return j;
 }
 
 }  // namespace bertfit

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ std::vector<TextToTag> texts_from_words(const Tokenizer& tokenizer, const Loaded
 // Raw texts, each tokenized with offsets as one sequence of the template, cut at max_len.
 std::vector<TextToTag> texts_from_raw(const Tokenizer& tokenizer,
                                       const std::vector<std::string>& texts, int max_len);
+// One raw text from its encoding as a single sequence of the template, with offsets (each
+// token's bytes in text; Tokenizer::encode's with_offsets).
+TextToTag text_from_encoding(std::string text, const Encoding& encoding);
 
 struct Tagging {
   std::vector<std::string> words;  // pre-split: the input's; raw text: the pipeline's words
@@ -50,5 +54,9 @@ struct Tagging {
 // "##" prefix; byte-level BPE and SentencePiece: spaces), unk tokens never being subwords.
 Tagging tag_text(const TextToTag& t, const float* logits, const std::vector<std::string>& id2label,
                  const Tokenizer& tokenizer, Aggregation how);
+
+// An entity as transformers' pipeline answers it: {"entity_group", "score", "word", "start",
+// "end"}, or for Aggregation::kNone {"entity", "score", "index", "word", "start", "end"}.
+nlohmann::json entity_json(const Entity& e, Aggregation how);
 
 }  // namespace bertfit

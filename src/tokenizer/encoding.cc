@@ -55,8 +55,14 @@ Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b
 }
 
 Encoding Tokenizer::encode_ids(std::vector<std::int32_t> a,
-                               std::optional<std::vector<std::int32_t>> b, int max_len) const {
-  return assemble(std::move(a), nullptr, std::move(b), nullptr, max_len);
+                               std::optional<std::vector<std::int32_t>> b, int max_len,
+                               std::vector<TokenOffset>* a_offsets,
+                               std::vector<TokenOffset>* b_offsets) const {
+  CHECK(a_offsets == nullptr || a_offsets->size() == a.size(), "offsets for ", a.size(), " ids");
+  CHECK(b_offsets == nullptr || (b && b_offsets->size() == b->size() && a_offsets != nullptr),
+        "offsets of b without a's or of another length");
+  CHECK(a_offsets == nullptr || !b || b_offsets != nullptr, "offsets of a without b's");
+  return assemble(std::move(a), a_offsets, std::move(b), b_offsets, max_len);
 }
 
 Encoding Tokenizer::assemble(std::vector<std::int32_t> a, std::vector<TokenOffset>* a_offsets,

@@ -73,9 +73,11 @@ class Tokenizer {
   // nothing if need be, where HF would log an error and return it untruncated.
   Encoding encode(std::string_view a, std::optional<std::string_view> b, int max_len,
                   bool with_offsets = false) const;
-  // The same from already tokenized ids (a, b without special tokens).
+  // The same from already tokenized ids (a, b without special tokens). With a_offsets (and
+  // b_offsets for a pair), one per id, the encoding's offsets are filled as encode's.
   Encoding encode_ids(std::vector<std::int32_t> a, std::optional<std::vector<std::int32_t>> b,
-                      int max_len) const;
+                      int max_len, std::vector<TokenOffset>* a_offsets = nullptr,
+                      std::vector<TokenOffset>* b_offsets = nullptr) const;
   // Number of special tokens the template adds: 2 for a single text; 3 (BERT) or 4 (RoBERTa)
   // for a pair.
   int num_special_tokens(bool pair) const;

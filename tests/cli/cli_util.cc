@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -104,6 +105,18 @@ void expect_final_parameters(const std::string& weights, const std::string& gold
     }
     EXPECT_LT(rel_err(values, ref), 2e-3) << name;
   }
+}
+
+std::string char_slice(const std::string& text, std::int64_t start, std::int64_t end) {
+  std::vector<std::size_t> at;  // byte offset of each code point
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) at.push_back(i);
+  }
+  at.push_back(text.size());
+  const auto n = static_cast<std::int64_t>(at.size()) - 1;
+  start = std::clamp<std::int64_t>(start, 0, n);
+  end = std::clamp<std::int64_t>(end, start, n);
+  return text.substr(at[start], at[end] - at[start]);
 }
 
 }  // namespace bertfit::testing

@@ -2,6 +2,7 @@
 // code, stdout and stderr; temporary folders; tiny models made with `bertfit init`.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,8 @@ std::string read_text(const std::string& path);
 
 // The last non-empty line of a command's output (e.g. the JSON summary `eval` prints last).
 std::string last_line(const std::string& out);
+// Python's text[start:end] on the code points of a UTF-8 text (bounds clamped).
+std::string char_slice(const std::string& text, std::int64_t start, std::int64_t end);
 void write_text(const std::string& path, const std::string& text);
 
 // Every floating tensor of a safetensors file as floats (integer buffers such as position_ids
