@@ -10,11 +10,6 @@
 namespace bertfit {
 namespace {
 
-template <class T>
-void grow(AlignedBuffer<T>& b, std::int64_t n) {
-  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
-}
-
 class SequenceClassifierHead final : public Head {
  public:
   void declare(const ModelConfig& c, LayoutBuilder& b) const override {
