@@ -23,6 +23,7 @@
 #include "gemm/gemm.h"
 #include "model/bert.h"
 #include "model/flops.h"
+#include "model/head.h"
 #include "model/init.h"
 #include "model/model_io.h"
 #include "train/optimizer.h"
@@ -118,8 +119,7 @@ void run(const BenchOptions& o) {
     id = 1000 + static_cast<std::int32_t>(rng() % (c.vocab_size - 1000));
   for (int b = 0; b < B; ++b) batch.input_ids[std::size_t(b) * T] = 101;
   const bool multi = c.problem() == ProblemType::kMultiLabel;
-  const bool tokens = c.head == HeadKind::kTokenClassification;  // a tag per token
-  batch.labels.resize(tokens ? std::size_t(B) * T : multi ? std::size_t(B) * c.num_labels : B);
+  batch.labels.resize(model_head(c).label_count(c, B, T));  // a tag per token, or per sequence
   for (auto& label : batch.labels) {
     label = c.is_regression() ? 0.5f : static_cast<float>(rng() % (multi ? 2 : c.num_labels));
   }

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/model_io.h"
 
 namespace bertfit::cli {
@@ -97,7 +98,7 @@ void run(const ForwardOptions& o) {
   weights.prepare(state.params.data(), /*with_backward=*/in.for_backward || dropout.train);
   model.forward(weights, in, dropout, acts);
   const int K = c.num_labels;
-  const bool tokens = c.head == HeadKind::kTokenClassification;
+  const bool tokens = model_head(c).outputs_per_token();  // logits and labels per token
   nlohmann::json out;
   out["logits"] = nlohmann::json::array();
   for (int b = 0; b < B; ++b) {

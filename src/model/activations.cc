@@ -1,4 +1,5 @@
-// Sizing of the activation and backward-scratch buffers.
+// Sizing of the activation and backward-scratch buffers (the embeddings' and the head's through
+// their components).
 #include "model/activations.h"
 
 #include <algorithm>
@@ -10,14 +11,6 @@
 #include "model/head.h"
 
 namespace bertfit {
-namespace {
-
-template <class T>
-void grow(AlignedBuffer<T>& b, std::int64_t n) {
-  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
-}
-
-}  // namespace
 
 void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_training,
                          Precision precision, bool keep_hidden) {
@@ -25,7 +18,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
-  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads, E = c.embedding_dim();
+  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
@@ -62,18 +55,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   if (need_hidden) hidden_rows_ = rows;
   if (!need_hidden || bf16_) shared_rows_ = rows;
 
-  grow(emb, rows * E);
-  grow(emb_mean, rows);
-  grow(emb_rstd, rows);
-  const bool project = Embeddings::projects(c);
-  if (project) {
-    grow(emb_normed, rows * E);
-    if (bf16_) grow(emb_normed_bf16, rows * E);
-    if (training_) {
-      grow(d_emb_normed, rows * E);
-      grow(d_emb_sum, rows * E);
-    }
-  }
+  Embeddings::resize(c, *this, rows, training_, bf16_);
   if (need_hidden) grow(x0, rows * C);
   layers.resize(c.layers);
   // Growing in the shared form grows layers[0] only: the others are behind until a resize

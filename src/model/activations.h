@@ -19,6 +19,13 @@
 
 namespace bertfit {
 
+// Grows b to n elements, keeping a larger one: how Activations::resize and the components that
+// size their own buffers (Embeddings::resize, Head::resize) grow them.
+template <class T>
+void grow(AlignedBuffer<T>& b, std::int64_t n) {
+  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
+}
+
 // What the forward saves for one encoder layer.
 struct LayerActivations {
   AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections (fp32; int8: in ff1's
@@ -71,7 +78,8 @@ struct Activations {
   std::vector<std::int64_t> token_rows;  // packed: (N) padded row b·T + t of each row
   std::vector<std::int32_t> ids, types;  // (N) token id and token type id of each row
   std::vector<std::int32_t> positions;   // (N) position id of each row
-  // Embeddings (model/embeddings.h), E the embedding size (= C unless projected).
+  // Embeddings (model/embeddings.h, which sizes them), E the embedding size (= C unless
+  // projected).
   AlignedBuffer<float> emb;                 // (N,E) word + position (+ type) embeddings
   AlignedBuffer<float> emb_mean, emb_rstd;  // (N)
   AlignedBuffer<float> emb_normed;          // (N,E) after LayerNorm and dropout, when projected
@@ -124,7 +132,8 @@ struct Activations {
   QuantizedSlot q8_hidden, q8_inner;
 
   // Sizes every buffer for B sequences of T tokens; keeps larger existing buffers. bf16 adds
-  // the bf16 copies, int8 the quantized slots.
+  // the bf16 copies, int8 the quantized slots. The embeddings' and the head's buffers are sized
+  // by their components (Embeddings::resize, Head::resize).
   // keep_hidden: x0 and every layer's out get their own buffers, so hidden(l) is valid after
   // the forward (fp32 training needs them: its backward reads each layer's input).
   // A forward that is neither for training nor keeps hidden states (inference) runs every layer

@@ -1,12 +1,12 @@
-// Forward and backward of the model: the components in order (see bert.h), and the loss.
+// Forward and backward of the model: the components in order (see bert.h), and the loss (the
+// head's).
 #include "model/bert.h"
 
-#include <cstring>
+#include <utility>
 
 #include "base/check.h"
 #include "base/log.h"
 #include "gemm/gemm.h"
-#include "kernels/kernels.h"
 #include "model/embeddings.h"
 #include "model/family.h"
 #include "model/head.h"
@@ -55,78 +55,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
 }
 
 double BertModel::loss(const float* labels, float scale, Activations& a) const {
-  if (config_.head == HeadKind::kTokenClassification) return token_loss(labels, scale, a);
-  return row_loss(a.logits.data(), a.probs.data(), a.dlogits.data(), labels, a.B, scale);
-}
-
-double BertModel::token_loss(const float* labels, float scale, Activations& a) const {
-  // Cross-entropy over the positions whose label is not -100, as transformers' CrossEntropyLoss
-  // (ignore_index -100): the labelled rows gathered, their loss taken as a sequence head's, the
-  // gradient scattered back (0 elsewhere).
-  const int K = config_.num_labels;
-  const std::int64_t padded = std::int64_t{a.B} * a.T;
-  std::vector<std::int64_t> rows;
-  for (std::int64_t p = 0; p < padded; ++p) {
-    if (labels[p] != kIgnoredLabel) rows.push_back(p);
-  }
-  const int M = static_cast<int>(rows.size());
-  CHECK(M > 0, "a token-classification batch without a labelled token");
-  std::vector<float> logits(static_cast<std::size_t>(M) * K), probs(logits.size()),
-      dlogits(logits.size()), row_labels(M);
-  for (int m = 0; m < M; ++m) {
-    std::memcpy(&logits[static_cast<std::size_t>(m) * K], a.logits.data() + rows[m] * K,
-                sizeof(float) * K);
-    row_labels[m] = labels[rows[m]];
-  }
-  const double l =
-      row_loss(logits.data(), probs.data(), dlogits.data(), row_labels.data(), M, scale);
-  std::memset(a.dlogits.data(), 0, sizeof(float) * padded * K);
-  std::memset(a.probs.data(), 0, sizeof(float) * padded * K);
-  for (int m = 0; m < M; ++m) {
-    std::memcpy(a.dlogits.data() + rows[m] * K, &dlogits[static_cast<std::size_t>(m) * K],
-                sizeof(float) * K);
-    std::memcpy(a.probs.data() + rows[m] * K, &probs[static_cast<std::size_t>(m) * K],
-                sizeof(float) * K);
-  }
-  return l;
-}
-
-double BertModel::row_loss(const float* logits, float* probs, float* dlogits, const float* labels,
-                           int B, float scale) const {
-  const int K = config_.num_labels;
-  std::memset(dlogits, 0, sizeof(float) * B * K);
-  switch (config_.problem()) {
-    case ProblemType::kRegression: {
-      CHECK(K == 1, "regression needs one output, got ", K);
-      double l = mse_forward(logits, labels, B);
-      mse_backward(dlogits, logits, labels, B, scale);
-      return l;
-    }
-    case ProblemType::kMultiLabel: {
-      double l = bce_with_logits_forward(probs, logits, labels, B, K);
-      bce_with_logits_backward(dlogits, probs, labels, B, K, scale);
-      return l;
-    }
-    case ProblemType::kSingleLabel:
-      break;
-  }
-  std::vector<std::int32_t> ids(B);
-  for (int b = 0; b < B; ++b) {
-    ids[b] = static_cast<std::int32_t>(labels[b]);
-    CHECK(ids[b] >= 0 && ids[b] < K, "label ", labels[b], " outside [0,", K, ")");
-  }
-  const LossOptions& o = loss_options_;
-  if (!o.plain()) {
-    const double* weights = o.class_weights.empty() ? nullptr : o.class_weights.data();
-    const double l =
-        weighted_cross_entropy_forward(probs, logits, ids.data(), B, K, weights, o.label_smoothing);
-    weighted_cross_entropy_backward(dlogits, probs, ids.data(), B, K, weights, o.label_smoothing,
-                                    scale);
-    return l;
-  }
-  double l = cross_entropy_forward(probs, logits, ids.data(), B, K);
-  cross_entropy_backward(dlogits, probs, ids.data(), B, K, scale);
-  return l;
+  return model_head(config_).loss(config_, loss_options_, labels, scale, a);
 }
 
 void BertModel::set_loss_options(LossOptions options) {

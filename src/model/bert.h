@@ -11,16 +11,13 @@
 
 #include "model/activations.h"
 #include "model/config.h"
+#include "model/loss.h"
 #include "model/param_layout.h"
 #include "model/pass.h"
 #include "model/precision.h"
 #include "model/weights.h"
 
 namespace bertfit {
-
-// A token's label that no loss reads (transformers' ignore_index: special tokens, a word's later
-// sub-tokens, padding).
-inline constexpr float kIgnoredLabel = -100.0f;
 
 // One padded batch: B sequences of T tokens, row-major (B,T).
 struct ModelInput {
@@ -45,16 +42,6 @@ struct ModelInput {
   bool for_backward = false;
 };
 
-// How single-label classification's cross-entropy is taken (train's --label-smoothing-factor
-// and --class-weights), as torch.nn.CrossEntropyLoss(weight, label_smoothing): the default is
-// the plain mean cross-entropy. Regression and multi-label losses take none of it.
-struct LossOptions {
-  double label_smoothing = 0.0;
-  std::vector<double> class_weights;  // (K), or empty: every class weighs 1
-
-  bool plain() const { return label_smoothing == 0.0 && class_weights.empty(); }
-};
-
 class BertModel {
  public:
   BertModel(const ModelConfig& config, const ParamLayout& layout,
@@ -69,13 +56,11 @@ class BertModel {
   void forward(const ModelWeights& weights, const ModelInput& in, const DropoutState& dropout,
                Activations& acts) const;
 
-  // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF.
-  // A token head: labels (B·T) padded, one per token, kIgnoredLabel (-100) where no label
-  // applies (at least one must); the mean cross-entropy over the others, as below for each.
-  // A sequence head, for the config's problem type: single-label, labels (B) class ids as floats,
-  // mean cross-entropy; regression, labels (B) targets, mean squared error; multi-label, labels
-  // (B,K) multi-hot rows, binary cross-entropy on logits averaged over B·K. Single-label takes
-  // the loss options: with class weights the mean is weighted (Σ w[y]·loss / Σ w[y]).
+  // Loss of acts.logits against labels, and acts.dlogits = scale · d loss / d logits, as HF: the
+  // head's (Head::loss, model/head.h), with the loss options. A sequence head's labels are (B)
+  // class ids as floats or regression targets, or (B,K) multi-hot rows (multi-label); a token
+  // head's are (B·T) padded, one class id per token, kIgnoredLabel (-100) where no label applies
+  // (at least one must). The loss by problem type: rows_loss (model/loss.h).
   double loss(const float* labels, float scale, Activations& acts) const;
   // Set before training (checked: single-label only, one weight per label).
   void set_loss_options(LossOptions options);
@@ -102,11 +87,6 @@ class BertModel {
   Precision precision() const { return precision_; }
 
  private:
-  double token_loss(const float* labels, float scale, Activations& acts) const;
-  // The loss of B rows of logits (B,K), into probs and dlogits (B,K).
-  double row_loss(const float* logits, float* probs, float* dlogits, const float* labels, int B,
-                  float scale) const;
-
   const ModelConfig& config_;
   const ParamLayout& layout_;
   Precision precision_;

@@ -10,6 +10,21 @@ bool Embeddings::projects(const ModelConfig& c) {
   return c.family->embeddings.projection != nullptr && c.embedding_dim() != c.hidden;
 }
 
+void Embeddings::resize(const ModelConfig& c, Activations& a, std::int64_t rows, bool training,
+                        bool bf16) {
+  const std::int64_t E = c.embedding_dim();
+  grow(a.emb, rows * E);
+  grow(a.emb_mean, rows);
+  grow(a.emb_rstd, rows);
+  if (!projects(c)) return;
+  grow(a.emb_normed, rows * E);
+  if (bf16) grow(a.emb_normed_bf16, rows * E);
+  if (training) {
+    grow(a.d_emb_normed, rows * E);
+    grow(a.d_emb_sum, rows * E);
+  }
+}
+
 void Embeddings::declare(const ModelConfig& c, LayoutBuilder& b) {
   const EmbeddingNames& n = c.family->embeddings;
   const std::string e = n.prefix;

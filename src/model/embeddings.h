@@ -3,8 +3,9 @@
 //   x0 = Drop(LN(e))                                                      (N,E)
 //   x0 = x0·Wpᵀ + bp, in families whose embedding size E differs from the hidden size C
 //        (ELECTRA's embeddings_project), else E = C
-// It declares its tensors and its product (the projection) into the layout, and runs forward
-// and backward on Activations (emb*, and the layers' input a.embedded()).
+// It declares its tensors and its product (the projection) into the layout, sizes its buffers
+// (Activations::emb*), and runs forward and backward on Activations (emb*, and the layers' input
+// a.embedded()).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,10 @@ class Embeddings {
   static void declare(const ModelConfig& c, LayoutBuilder& b);
   // Whether the config's embeddings are projected to the hidden size.
   static bool projects(const ModelConfig& c);
+  // Sizes a.emb* for `rows` token rows, as Activations::resize does (never shrinks): with the
+  // projection's input and gradients when there is one.
+  static void resize(const ModelConfig& c, Activations& a, std::int64_t rows, bool training,
+                     bool bf16);
 
   explicit Embeddings(const ModelWeights& weights) : w_(weights) {}
 

@@ -1,6 +1,7 @@
 // The registry of model families (see family.h): one line per adapter in model/families/.
 #include "model/family.h"
 
+#include "base/check.h"
 #include "base/error.h"
 #include "model/config.h"
 
@@ -31,8 +32,25 @@ const std::vector<const ModelFamily*>& model_families() {
 const ModelFamily& default_family() { return distilbert_family(); }
 
 const char* head_kind_name(HeadKind kind) {
-  return kind == HeadKind::kTokenClassification ? "token classification"
-                                                : "sequence classification";
+  switch (kind) {
+    case HeadKind::kSequenceClassification:
+      return "sequence classification";
+    case HeadKind::kTokenClassification:
+      return "token classification";
+  }
+  CHECK(false, "head kind ", static_cast<int>(kind));
+  return "";
+}
+
+const char* head_kind_noun(HeadKind kind) {
+  switch (kind) {
+    case HeadKind::kSequenceClassification:
+      return "sequence classifier";
+    case HeadKind::kTokenClassification:
+      return "token classifier";
+  }
+  CHECK(false, "head kind ", static_cast<int>(kind));
+  return "";
 }
 
 std::string ModelFamily::class_for(HeadKind head) const {

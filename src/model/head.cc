@@ -3,17 +3,14 @@
 #include "model/head.h"
 
 #include <cstring>
+#include <vector>
 
+#include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/family.h"
 
 namespace bertfit {
 namespace {
-
-template <class T>
-void grow(AlignedBuffer<T>& b, std::int64_t n) {
-  if (static_cast<std::int64_t>(b.size()) < n) b.resize(n);
-}
 
 class SequenceClassifierHead final : public Head {
  public:
@@ -26,6 +23,13 @@ class SequenceClassifierHead final : public Head {
 
   bool first_tokens_only() const override { return true; }
   bool outputs_per_token() const override { return false; }
+  std::string output_weight(const ModelConfig& c) const override {
+    return std::string(c.family->head.out) + ".weight";
+  }
+  // A value per sequence, or a multi-hot row of K.
+  std::int64_t label_count(const ModelConfig& c, int B, int /*T*/) const override {
+    return std::int64_t{B} * (c.problem() == ProblemType::kMultiLabel ? c.num_labels : 1);
+  }
 
   void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t /*rows*/,
               bool training, bool bf16) const override {
@@ -98,6 +102,11 @@ class SequenceClassifierHead final : public Head {
     ready.done();
   }
 
+  double loss(const ModelConfig& c, const LossOptions& o, const float* labels, float scale,
+              Activations& a) const override {
+    return rows_loss(c, o, a.logits.data(), a.probs.data(), a.dlogits.data(), labels, a.B, scale);
+  }
+
  private:
   static float dropout_p(const ModelConfig& c, const DropoutState& d) {
     return d.train ? static_cast<float>(c.classifier_dropout) : 0.0f;
@@ -122,6 +131,12 @@ class TokenClassifierHead final : public Head {
 
   bool first_tokens_only() const override { return false; }
   bool outputs_per_token() const override { return true; }
+  std::string output_weight(const ModelConfig& c) const override {
+    return std::string(c.family->token_head.out) + ".weight";
+  }
+  std::int64_t label_count(const ModelConfig& /*c*/, int B, int T) const override {
+    return std::int64_t{B} * T;
+  }
 
   void resize(const ModelConfig& c, Activations& a, std::int64_t /*batch*/, std::int64_t rows,
               bool training, bool bf16) const override {
@@ -176,6 +191,39 @@ class TokenClassifierHead final : public Head {
     dropout_backward(a.d_out.data(), h.d_x.data(), N * c.hidden, dropout_p(c, d),
                      dropout_key(d, c.layers, kSiteClassifier));
     ready.done();
+  }
+
+  // Cross-entropy over the positions whose label is not -100, as transformers' CrossEntropyLoss
+  // (ignore_index -100): the labelled rows gathered, their loss taken by rows_loss, the gradient
+  // and probabilities scattered back (0 elsewhere).
+  double loss(const ModelConfig& c, const LossOptions& o, const float* labels, float scale,
+              Activations& a) const override {
+    const int K = c.num_labels;
+    const std::int64_t padded = std::int64_t{a.B} * a.T;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t p = 0; p < padded; ++p) {
+      if (labels[p] != kIgnoredLabel) rows.push_back(p);
+    }
+    const int M = static_cast<int>(rows.size());
+    CHECK(M > 0, "a token-classification batch without a labelled token");
+    std::vector<float> logits(static_cast<std::size_t>(M) * K), probs(logits.size()),
+        dlogits(logits.size()), row_labels(M);
+    for (int m = 0; m < M; ++m) {
+      std::memcpy(&logits[static_cast<std::size_t>(m) * K], a.logits.data() + rows[m] * K,
+                  sizeof(float) * K);
+      row_labels[m] = labels[rows[m]];
+    }
+    const double l =
+        rows_loss(c, o, logits.data(), probs.data(), dlogits.data(), row_labels.data(), M, scale);
+    std::memset(a.dlogits.data(), 0, sizeof(float) * padded * K);
+    std::memset(a.probs.data(), 0, sizeof(float) * padded * K);
+    for (int m = 0; m < M; ++m) {
+      std::memcpy(a.dlogits.data() + rows[m] * K, &dlogits[static_cast<std::size_t>(m) * K],
+                  sizeof(float) * K);
+      std::memcpy(a.probs.data() + rows[m] * K, &probs[static_cast<std::size_t>(m) * K],
+                  sizeof(float) * K);
+    }
+    return l;
   }
 
  private:

@@ -8,6 +8,8 @@ namespace bertfit {
 // Token classification: labels for every token.
 enum class HeadKind { kSequenceClassification, kTokenClassification };
 
+// Names for messages, one per kind (a new kind that lacks one does not compile).
 const char* head_kind_name(HeadKind kind);  // "sequence classification", "token classification"
+const char* head_kind_noun(HeadKind kind);  // "sequence classifier", "token classifier"
 
 }  // namespace bertfit

@@ -16,6 +16,7 @@
 #include "io/mapped_file.h"
 #include "model/architecture.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/init.h"
 
 namespace bertfit {
@@ -171,9 +172,7 @@ Checkpoint open_model_weights(const std::string& dir) {
 
 std::optional<int> checkpoint_head_outputs(const std::string& dir, const ModelConfig& config) {
   const Checkpoint checkpoint = open_model_weights(dir);
-  const char* out = config.head == HeadKind::kTokenClassification ? config.family->token_head.out
-                                                                  : config.family->head.out;
-  const CheckpointTensor* t = checkpoint.find(std::string(out) + ".weight");
+  const CheckpointTensor* t = checkpoint.find(model_head(config).output_weight(config));
   if (t == nullptr || t->shape.rank() != 2) return std::nullopt;
   return static_cast<int>(t->shape.dims[0]);
 }
@@ -225,8 +224,7 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
     if (match.names[i].empty()) fresh.push_back("'" + state.layout.entries()[i].name + "'");
   }
   const std::string model_class = c.family->class_for(c.head);
-  const std::string kind =
-      c.head == HeadKind::kTokenClassification ? "a token classifier" : "a sequence classifier";
+  const std::string kind = cat("a ", head_kind_noun(c.head));
   const std::string tensors =
       cat(fresh.size(), " tensor", fresh.size() == 1 ? "" : "s", ": ", join(fresh, 4));
   const char* advice = "; fine-tune it with `bertfit train` first (which starts a new head)";
@@ -317,10 +315,7 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   if (!match.ignored.empty()) {
     const std::string& other = state.config.other_architecture;
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",
-             state.config.model_type(),
-             state.config.head == HeadKind::kTokenClassification ? " token classifier"
-                                                                 : " sequence classifier",
-             " does not use",
+             state.config.model_type(), " ", head_kind_noun(state.config.head), " does not use",
              other.empty() ? "" : cat(" (config.json's architectures says ", other, ")"), ": ",
              join(match.ignored, 5));
   }

@@ -9,6 +9,7 @@
 #include "data/metrics.h"
 #include "data/seqeval.h"
 #include "kernels/loss.h"
+#include "model/head.h"
 
 namespace bertfit {
 
@@ -23,7 +24,7 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
     return examples[a].ids.size() < examples[b].ids.size();
   });
-  const bool tokens = model.config().head == HeadKind::kTokenClassification;
+  const bool tokens = model_head(model.config()).outputs_per_token();
   const std::vector<std::int64_t> before =
       tokens ? token_rows_before(examples) : std::vector<std::int64_t>{};
   std::vector<float> logits((tokens ? before.back() : n) * K);
