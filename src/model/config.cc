@@ -147,7 +147,7 @@ void parse_labels(const json& j, const std::string& source, ModelConfig& c) {
   c.id2label = std::move(names);
 
   c.problem_type = r.has("problem_type") ? json_string(j, "problem_type", source) : "";
-  if (c.problem_type == "regression" && c.num_labels != 1) {
+  if (c.problem() == ProblemType::kRegression && c.num_labels != 1) {
     throw_error(source, ": key 'problem_type' regression needs exactly 1 label, found ",
                 c.num_labels, " (multi-output regression is not supported)");
   }
@@ -249,10 +249,10 @@ ModelConfig parse_model_config_json(const json& j, const std::string& source) {
                 c.vocab_size, ")");
   }
   family.read_keys(r, c);
-  parse_labels(j, source, c);
   if (architecture_of(j, family, source) == family.class_for(HeadKind::kTokenClassification)) {
     c.head = HeadKind::kTokenClassification;
   }
+  parse_labels(j, source, c);  // after the head: a token head's problem type is single-label
   c.other_architecture = other_architecture(j, family, c.head, source);
   return c;
 }

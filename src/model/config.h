@@ -63,7 +63,11 @@ struct ModelConfig {
   // first real position in families that count positions after the padding id (RoBERTa: 514
   // rows hold 512 tokens).
   int max_tokens() const;
+  // A token classifier's is always single-label: transformers' *ForTokenClassification takes
+  // cross-entropy whatever problem_type says (a multi-label or regression loss would read labels
+  // it does not have).
   ProblemType problem() const {
+    if (head == HeadKind::kTokenClassification) return ProblemType::kSingleLabel;
     if (problem_type == "multi_label_classification") return ProblemType::kMultiLabel;
     if (problem_type == "regression" || (problem_type.empty() && num_labels == 1))
       return ProblemType::kRegression;

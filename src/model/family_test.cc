@@ -128,11 +128,12 @@ TEST(ModelFamily, NoCodeOutsideTheAdaptersAsksWhichFamilyItRuns) {
 TEST(Head, OnlyTheCodeThatChoosesOrRoutesByAHeadAsksWhichKindItIs) {
   const std::vector<std::string> deciders = {
       "src/model/family.cc",          // the kind's transformers class
+      "src/model/config.h",           // a token head's problem type: single-label
       "src/model/head.cc",            // model_head: the Head of a config
       "src/task/dataset.cc",          // the task a model's head implies
       "apps/bertfit/cmd_eval.cc",     // the data must suit the model's head
       "apps/bertfit/cmd_predict.cc",  // tags or labels out
-      "apps/bertfit/inference.cc"};   // what a loaded model's head needs
+      "src/serve/service.cc"};        // entities or label scores answered
   const int files = for_each_source_line(
       [&](const std::string& rel, int n, const std::string& line, const std::string& packed) {
         if (std::find(deciders.begin(), deciders.end(), rel) != deciders.end()) return;

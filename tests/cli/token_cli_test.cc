@@ -443,5 +443,28 @@ TEST(TokenCli, SkipMalformedSentencesAndIdColumn) {
   EXPECT_EQ(out[2]["words"], (nlohmann::json{"EU", "rejects"}));
 }
 
+// A token classifier's loss is cross-entropy whatever config.json's problem_type says, as
+// transformers' *ForTokenClassification ignores it (a multi-label loss read labels past the
+// batch's one per token; regression took MSE).
+TEST(TokenCli, ProblemTypeDoesNotChangeATokenClassifiersLoss) {
+  const std::string model = "bert-tokcls-tiny";
+  TempDir tmp;
+  const std::string m = model_copy(tmp, model, "BertForTokenClassification");
+  const std::string batch = golden(model) + "/batch.json";
+  RunResult f = run_bertfit("forward --model " + m + " --batch " + batch);
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const double loss = nlohmann::json::parse(f.out)["loss"];
+  // transformers' (dropout 0: the copy's).
+  EXPECT_NEAR(loss, tensors_of(golden(model) + "/golden.safetensors").at("train.loss")[0], 1e-5);
+  for (const char* problem : {"multi_label_classification", "regression"}) {
+    nlohmann::json config = nlohmann::json::parse(read_text(m + "/config.json"));
+    config["problem_type"] = problem;
+    write_text(m + "/config.json", config.dump(2));
+    f = run_bertfit("forward --model " + m + " --batch " + batch);
+    ASSERT_EQ(f.exit_code, 0) << problem << ": " << f.err;
+    EXPECT_EQ(nlohmann::json::parse(f.out)["loss"].get<double>(), loss) << problem;
+  }
+}
+
 }  // namespace
 }  // namespace bertfit::testing
