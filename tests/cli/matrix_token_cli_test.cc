@@ -415,6 +415,38 @@ TEST_P(TokenMatrix, Int8InferenceMatchesTheReference) {
                           compute, kInt8Tolerance);
 }
 
+// A label on a padding position (attention_mask 0, not -100): transformers computes that
+// token's logits like any other's (it attends to the real tokens) and its loss counts them, as
+// the reference does. bertfit's unpadded forward leaves padding rows' logits 0 (model/head.cc)
+// and scores those: log K instead. Matching transformers or refusing the label in one line
+// would both pass. DISABLED: fails today (bert_0's model: loss 1.99230 against 1.99560, reported
+// in issue 33's matrix work); enable it with the fix.
+TEST(TokenMatrixPadding, DISABLED_ALabelOnPaddingMatchesTransformersOrIsRefused) {
+  const TokenCase c = make_token_case(2);  // bert, fp32; row 1 is [CLS] and padding
+  ASSERT_GE(c.batch.B, 2);
+  TempDir tmp;
+  const std::string vocab = c.family->vocabulary.write(tmp / "tokenizer");
+  RunResult r =
+      run_bertfit(init_args(*c.family, c.sizes, c.activation, c.index, tmp / "m", vocab) +
+                  " --task token-classification --num-labels " + std::to_string(c.num_labels));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ModelState state = load_model(tmp / "m");
+  ref::ModelBatch b = c.batch;
+  b.labels[b.T + 2] = 0;  // row 1, a padding position
+  ASSERT_EQ(b.attention_mask[b.T + 2], 0);
+  const ref::ModelResult want =
+      ref::model_forward_backward(state.config, state.layout, params_of(tmp / "m"), b);
+  write_text(tmp / "batch.json", batch_json(b).dump());
+  r = run_bertfit("forward --model " + (tmp / "m") + " --batch " + (tmp / "batch.json"));
+  if (r.exit_code == 1) {
+    EXPECT_NE(r.err.find("padding"), std::string::npos) << r.err;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["loss"].get<double>(), want.loss,
+              1e-4 * std::max(1.0, want.loss));
+}
+
 // Named by family and case: Tokens/TokenMatrix.<test>/xlm_roberta_1.
 INSTANTIATE_TEST_SUITE_P(Tokens, TokenMatrix,
                          ::testing::Range(0, static_cast<int>(matrix_families().size()) *
