@@ -11,6 +11,9 @@
 //   SentencePiece: a BPE ModelProto (sentencepiece.bpe.model) written here in the protobuf wire
 //   format: spm ids <unk>=0 <s>=1 </s>=2 ▁=3 a..z=4..29 ▁a..▁z=30..55, which XLM-R's fairseq
 //   mapping (spm id + 1, <mask> after the last) turns into the layout above.
+// A pre-split word (token classification) is tokenized alone with a space before it (byte-level
+// BPE's add_prefix_space, SentencePiece's dummy prefix): "qz" is Ġq z / ▁q z, a marked letter
+// then unmarked ones.
 #include "matrix_families.h"
 
 #include <cstdint>
@@ -119,6 +122,8 @@ const MatrixVocabulary kWordPiece{.cls = 2,
                                   .first_hi = 59,
                                   .word_lo = 5,
                                   .word_hi = 59,
+                                  .split_lo = 5,  // "tok17" alone is tok17; no ## pieces
+                                  .split_hi = 59,
                                   .text = wordpiece_text,
                                   .write = write_wordpiece};
 const MatrixVocabulary kByteLevelBpe{.cls = 0,
@@ -129,6 +134,10 @@ const MatrixVocabulary kByteLevelBpe{.cls = 0,
                                      .first_hi = kFirstMarked - 1,
                                      .word_lo = kFirstLetter,
                                      .word_hi = kLetterMask - 1,
+                                     .split_lo = kFirstMarked,  // "qz" alone is Ġq z
+                                     .split_hi = kLetterMask - 1,
+                                     .piece_lo = kFirstLetter,
+                                     .piece_hi = kFirstMarked - 1,
                                      .text = letter_text,
                                      .write = write_byte_level_bpe};
 const MatrixVocabulary kSentencePiece{.cls = 0,
@@ -139,6 +148,10 @@ const MatrixVocabulary kSentencePiece{.cls = 0,
                                       .first_hi = kLetterMask - 1,
                                       .word_lo = kFirstLetter,
                                       .word_hi = kLetterMask - 1,
+                                      .split_lo = kFirstMarked,  // "qz" alone is ▁q z
+                                      .split_hi = kLetterMask - 1,
+                                      .piece_lo = kFirstLetter,
+                                      .piece_hi = kFirstMarked - 1,
                                       .text = letter_text,
                                       .write = write_sentencepiece};
 

@@ -17,7 +17,12 @@ struct MatrixVocabulary {
   int size = 0;                    // the vocab_size init gives: every id, [MASK] / <mask> included
   int first_lo = 0, first_hi = 0;  // the ids a text may start with
   int word_lo = 0, word_hi = 0;    // the ids of the words after the first
-  std::string (*text)(int id);     // a word's text: " tok17", "q", " q"
+  // Pre-split words (token classification), each tokenized alone: the ids a word starts with
+  // (byte-level BPE and SentencePiece: with the space the tokenizer puts before it), and those
+  // of the sub-tokens that may follow in the same word (piece_lo > piece_hi: none).
+  int split_lo = 0, split_hi = 0;
+  int piece_lo = 1, piece_hi = 0;
+  std::string (*text)(int id);  // a word's text: " tok17", "q", " q"
   // Writes the tokenizer files into the folder dir (created); returns what `init --vocab` takes.
   std::string (*write)(const std::string& dir);
 };

@@ -4,11 +4,13 @@
 //        (pad_token_id at padding)
 //   per layer: q,k,v = x·Wqᵀ+bq, x·Wkᵀ+bk, x·Wvᵀ+bv; a = Attn(q,k,v)
 //              h1 = LN1(x + a·Woᵀ + bo); out = LN2(h1 + act(h1·W1ᵀ + b1)·W2ᵀ + b2)
-//   head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g the family's (ReLU, tanh, GELU)
+//   sequence head: logits = Wc · g(Wp · out[:,0] + bp) + bc, g the family's (ReLU, tanh, GELU)
+//   token head: logits[t] = Wc · out[t] + bc on every token, padding included (as transformers)
 // and the backward pass as the chain rule read bottom-up.
 #include "model/ref/ref_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/check.h"
 #include "kernels/ref/ref.h"
@@ -64,6 +66,31 @@ std::vector<std::int32_t> position_ids_of(const ModelConfig& c, const ModelBatch
     }
   }
   return pos;
+}
+
+// transformers' CrossEntropyLoss(ignore_index=-100) over rows of logits (R,K), written out: the
+// mean over the M rows whose label is not -100 of log Σ_k exp(z_k) − z_y; dlogits (R,K) =
+// (softmax(z) − onehot(y)) / M on those rows, 0 on the others.
+double token_cross_entropy(Vec& dlogits, const Vec& logits, const Vec& labels, int K) {
+  const std::size_t R = labels.size();
+  CHECK(logits.size() == R * K, "token labels for ", R, " rows, logits for ", logits.size() / K);
+  std::int64_t M = 0;
+  for (double y : labels) M += y != -100;
+  CHECK(M > 0, "token labels all -100");
+  double loss = 0;
+  for (std::size_t row = 0; row < R; ++row) {
+    if (labels[row] == -100) continue;
+    const int y = static_cast<int>(labels[row]);
+    CHECK(y >= 0 && y < K, "token label ", labels[row], " outside [0,", K, ")");
+    const double* z = &logits[row * K];
+    const double mx = *std::max_element(z, z + K);
+    double sum = 0;
+    for (int k = 0; k < K; ++k) sum += std::exp(z[k] - mx);
+    loss += mx + std::log(sum) - z[y];
+    for (int k = 0; k < K; ++k)
+      dlogits[row * K + k] = (std::exp(z[k] - mx) / sum - (k == y ? 1.0 : 0.0)) / M;
+  }
+  return loss / M;
 }
 
 struct Layer {  // what the forward keeps for the backward
@@ -131,20 +158,29 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     layernorm_forward(x.data(), s.mean2.data(), s.rstd2.data(), s.r2.data(), P(Role::kLn2W, l),
                       P(Role::kLn2B, l), N, C, eps);
   }
-  // Head on each sequence's first token.
+  // The head: logits (B,K) from each sequence's first token, or (B·T,K) from every token.
+  const bool per_token = c.head == HeadKind::kTokenClassification;
+  const std::int64_t rows = per_token ? N : B;
   const ActKind head_act = c.family->head.activation;
   Vec cls(std::int64_t{B} * C), pre_lin(B * C), pre(B * C);
-  for (int b = 0; b < B; ++b) std::copy_n(&x[std::int64_t{b} * T * C], C, &cls[b * C]);
-  linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
-  activation_forward(head_act, pre.data(), pre_lin.data(), std::int64_t{B} * C);
   ModelResult r;
-  r.logits.resize(std::int64_t{B} * K);
-  linear(r.logits.data(), pre.data(), P(Role::kClsW), P(Role::kClsB), B, C, K);
+  r.logits.resize(rows * K);
+  if (per_token) {
+    linear(r.logits.data(), x.data(), P(Role::kClsW), P(Role::kClsB), N, C, K);
+  } else {
+    for (int b = 0; b < B; ++b) std::copy_n(&x[std::int64_t{b} * T * C], C, &cls[b * C]);
+    linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
+    activation_forward(head_act, pre.data(), pre_lin.data(), std::int64_t{B} * C);
+    linear(r.logits.data(), pre.data(), P(Role::kClsW), P(Role::kClsB), B, C, K);
+  }
   if (in.labels.empty()) return r;
 
-  // Loss, as transformers for the problem type.
-  Vec dlogits(std::int64_t{B} * K, 0.0), probs(std::int64_t{B} * K);
-  switch (c.problem()) {
+  // Loss, as transformers for the head and problem type.
+  const std::int64_t per_row = !per_token && c.problem() == ProblemType::kMultiLabel ? K : 1;
+  CHECK(static_cast<std::int64_t>(in.labels.size()) == rows * per_row, in.labels.size(),
+        " labels for ", rows, " rows");
+  Vec dlogits(rows * K, 0.0), probs(rows * K);
+  switch (per_token ? ProblemType::kSingleLabel : c.problem()) {
     case ProblemType::kRegression:
       CHECK(K == 1, "regression with ", K, " outputs");
       r.loss = mse_forward(r.logits.data(), in.labels.data(), B);
@@ -155,6 +191,10 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
       bce_with_logits_backward(dlogits.data(), probs.data(), in.labels.data(), B, K, 1.0);
       break;
     case ProblemType::kSingleLabel: {
+      if (per_token) {
+        r.loss = token_cross_entropy(dlogits, r.logits, in.labels, K);
+        break;
+      }
       std::vector<std::int32_t> ids(in.labels.begin(), in.labels.end());
       r.loss = cross_entropy_forward(probs.data(), r.logits.data(), ids.data(), B, K);
       cross_entropy_backward(dlogits.data(), probs.data(), ids.data(), B, K, 1.0);
@@ -165,15 +205,20 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   // Backward.
   r.grads.assign(lay.total(), 0.0);
   auto G = [&](Role role, int l = 0) { return r.grads.data() + lay.offset(role, l); };
-  Vec dpre(B * C, 0.0), dpre_lin(B * C, 0.0), dcls(B * C, 0.0);
-  linear_backward(dpre.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), pre.data(),
-                  P(Role::kClsW), B, C, K);
-  activation_backward(head_act, dpre_lin.data(), dpre.data(), pre_lin.data(), pre.data(),
-                      std::int64_t{B} * C);
-  linear_backward(dcls.data(), G(Role::kPreW), G(Role::kPreB), dpre_lin.data(), cls.data(),
-                  P(Role::kPreW), B, C, C);
   Vec dx(N * C, 0.0);
-  for (int b = 0; b < B; ++b) std::copy_n(&dcls[b * C], C, &dx[std::int64_t{b} * T * C]);
+  if (per_token) {
+    linear_backward(dx.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), x.data(),
+                    P(Role::kClsW), N, C, K);
+  } else {
+    Vec dpre(B * C, 0.0), dpre_lin(B * C, 0.0), dcls(B * C, 0.0);
+    linear_backward(dpre.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), pre.data(),
+                    P(Role::kClsW), B, C, K);
+    activation_backward(head_act, dpre_lin.data(), dpre.data(), pre_lin.data(), pre.data(),
+                        std::int64_t{B} * C);
+    linear_backward(dcls.data(), G(Role::kPreW), G(Role::kPreB), dpre_lin.data(), cls.data(),
+                    P(Role::kPreW), B, C, C);
+    for (int b = 0; b < B; ++b) std::copy_n(&dcls[b * C], C, &dx[std::int64_t{b} * T * C]);
+  }
   for (int l = L - 1; l >= 0; --l) {
     const Layer& s = saved[l];
     Vec dr2(N * C), da(N * I, 0.0), df1(N * I, 0.0), dr1(N * C), datt(N * C, 0.0);
