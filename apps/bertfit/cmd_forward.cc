@@ -132,6 +132,7 @@ void run(const ForwardOptions& o) {
       return l;
     };
     int labelled = 0;
+    std::int64_t row = 0;  // the sequence of v
     for (const auto& v : j["labels"]) {
       if (tokens) {
         // a token classifier: a row of T class ids per sequence, -100 where no label applies
@@ -139,11 +140,19 @@ void run(const ForwardOptions& o) {
           throw_error(o.batch_path, ": a token classifier needs each label as a row of ", T,
                       " class ids (-100: none), got ", v.dump());
         }
-        for (const auto& x : v) {
+        for (int t = 0; t < T; ++t) {
+          const nlohmann::json& x = v[t];
           const bool ignored = x.is_number() && x.get<float>() == kIgnoredLabel;
+          // Padding has no logits of its own here (the forward skips it): as transformers' data
+          // collator does, its label must be -100.
+          if (!ignored && mask[row * T + t] == 0) {
+            throw_error(o.batch_path, ": sequence ", row, " has the label ", x.dump(), " on token ",
+                        t, ", which is padding (attention_mask 0); give -100 there");
+          }
           labels.push_back(ignored ? kIgnoredLabel : class_id(x));
           labelled += !ignored;
         }
+        ++row;
         continue;
       }
       if (multi) {

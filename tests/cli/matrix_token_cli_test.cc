@@ -419,9 +419,9 @@ TEST_P(TokenMatrix, Int8InferenceMatchesTheReference) {
 // token's logits like any other's (it attends to the real tokens) and its loss counts them, as
 // the reference does. bertfit's unpadded forward leaves padding rows' logits 0 (model/head.cc)
 // and scores those: log K instead. Matching transformers or refusing the label in one line
-// would both pass. DISABLED: fails today (bert_0's model: loss 1.99230 against 1.99560, reported
-// in issue 33's matrix work); enable it with the fix.
-TEST(TokenMatrixPadding, DISABLED_ALabelOnPaddingMatchesTransformersOrIsRefused) {
+// would both pass: `forward` refuses it, naming the sequence and token (before, it scored
+// padding's zero logits: bert_0's model gave loss 1.99230 against transformers' 1.99560).
+TEST(TokenMatrixPadding, ALabelOnPaddingMatchesTransformersOrIsRefused) {
   const TokenCase c = make_token_case(2);  // bert, fp32; row 1 is [CLS] and padding
   ASSERT_GE(c.batch.B, 2);
   TempDir tmp;
@@ -439,7 +439,9 @@ TEST(TokenMatrixPadding, DISABLED_ALabelOnPaddingMatchesTransformersOrIsRefused)
   write_text(tmp / "batch.json", batch_json(b).dump());
   r = run_bertfit("forward --model " + (tmp / "m") + " --batch " + (tmp / "batch.json"));
   if (r.exit_code == 1) {
-    EXPECT_NE(r.err.find("padding"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("on token 2, which is padding (attention_mask 0); give -100 there"),
+              std::string::npos)
+        << r.err;
     return;
   }
   ASSERT_EQ(r.exit_code, 0) << r.err;
