@@ -137,6 +137,9 @@ TEST(Head, OnlyTheCodeThatChoosesOrRoutesByAHeadAsksWhichKindItIs) {
   const int files = for_each_source_line(
       [&](const std::string& rel, int n, const std::string& line, const std::string& packed) {
         if (std::find(deciders.begin(), deciders.end(), rel) != deciders.end()) return;
+        // The double-precision reference model keeps its own copy of every formula, heads
+        // included: sharing the seam would let one mistake pass in both.
+        if (rel.starts_with("src/model/ref/")) return;
         for (const char* a : {"==HeadKind::", "!=HeadKind::"}) {
           const std::size_t at = packed.find(a);
           if (at == std::string::npos || packed.substr(0, at).ends_with("task.head")) continue;

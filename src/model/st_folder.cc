@@ -216,9 +216,9 @@ void read_st_config(const std::string& dir, SentenceTransformerSpec& spec) {
   if (!path_exists(file)) return;  // written since sentence-transformers 2.0
   const json j = read_object(file);
   const ConfigReader r(j, file);
-  const std::string model_type = r.has("model_type") ? json_string(j, "model_type", file) : "";
-  if (!model_type.empty() && model_type != "SentenceTransformer") {
-    throw_error(file, ": key 'model_type' value '", model_type,
+  const std::string st_type = r.has("model_type") ? json_string(j, "model_type", file) : "";
+  if (!st_type.empty() && st_type != "SentenceTransformer") {
+    throw_error(file, ": key 'model_type' value '", st_type,
                 "' is not supported (bertfit reads SentenceTransformer folders)");
   }
   if (r.has("prompts")) {
