@@ -205,6 +205,7 @@ void Activations::layout_tokens(const ModelConfig& config, const std::int32_t* i
   types.resize(N);
   positions.resize(N);
   cls_rows.assign(B, -1);
+  row_sequence.resize(N);
   first_rows.resize(B);
   for (int b = 0; b < B; ++b) first_rows[b] = std::int64_t{b} * T;
   const std::vector<std::int32_t> padded_positions = position_ids(config, input_ids, B, T);
@@ -213,6 +214,8 @@ void Activations::layout_tokens(const ModelConfig& config, const std::int32_t* i
     ids[r] = input_ids[p];
     types[r] = token_type_ids != nullptr ? token_type_ids[p] : 0;
     positions[r] = padded_positions[p];
+    const bool real = attention_mask == nullptr || attention_mask[p] != 0;
+    row_sequence[r] = real ? static_cast<std::int32_t>(p / T) : -1;
     if (p % T == 0) cls_rows[p / T] = r;
   }
   for (int b = 0; b < B; ++b)

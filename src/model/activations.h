@@ -63,6 +63,10 @@ struct HeadActivations {
   AlignedBuffer<float> d_x, d_pre, d_act;          // (R,C) backward
   AlignedBuffer<std::uint16_t> x_bf16, drop_bf16;  // (R,C) bf16: the products' inputs
   AlignedBuffer<float> out, d_out;  // (R,K) outputs per row before they are laid out as logits
+  // Pooling: per (sequence, channel) the row max pooling took; per sequence its real tokens,
+  // its last real row, and the pooled vector's norm (Normalize).
+  std::vector<std::int64_t> max_rows, last_rows;
+  std::vector<float> counts, norms;
 };
 
 // The position id of every token of a padded (B,T) batch of ids, by the family's rule
@@ -85,9 +89,10 @@ struct Activations {
   AlignedBuffer<float> emb_normed;          // (N,E) after LayerNorm and dropout, when projected
   AlignedBuffer<std::uint16_t> emb_normed_bf16;  // (N,E) bf16: the projection's input
   AlignedBuffer<float> d_emb_normed, d_emb_sum;  // (N,E) backward, when projected
-  AlignedBuffer<float> x0;               // (N,C) the embeddings' output (the first layer's input)
-  std::vector<LayerActivations> layers;  // (L)
-  std::vector<std::int64_t> cls_rows;    // (B) row of each sequence's first token
+  AlignedBuffer<float> x0;                 // (N,C) the embeddings' output (the first layer's input)
+  std::vector<LayerActivations> layers;    // (L)
+  std::vector<std::int64_t> cls_rows;      // (B) row of each sequence's first token
+  std::vector<std::int32_t> row_sequence;  // (N) each row's sequence; -1 for a padding row
   // The last forward kept what backward needs (ModelInput::for_backward or dropout training).
   bool for_backward = false;
   // Last layer on first tokens only (ModelInput::full_last_layer false): its rows after
@@ -147,7 +152,7 @@ struct Activations {
   // Chooses the token rows for a batch after resize(): packed when `unpadded` and the mask
   // has padding (mask may be null: no padding), else padded. Fills N, packed, token_rows, ids,
   // types (zeros when null), positions (by the config's family rule, model/family.h) and
-  // cls_rows. Every sequence must start with a real token (its [CLS]).
+  // cls_rows, row_sequence. Every sequence must start with a real token (its [CLS]).
   void layout_tokens(const ModelConfig& config, const std::int32_t* input_ids,
                      const std::int32_t* token_type_ids, const std::int32_t* attention_mask,
                      bool unpadded);

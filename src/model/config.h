@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/head_kind.h"
+#include "model/pooling.h"
 
 namespace bertfit {
 
@@ -56,6 +57,11 @@ struct ModelConfig {
   // whose head weights are then not this head's; "" when absent or `head`'s class.
   // Not written back.
   std::string other_architecture;
+  // An embedding head's pooling modes (concatenated in this order) and whether the pooled
+  // vector is L2-normalized (sentence-transformers' Normalize module); read from the folder's
+  // sentence-transformers files, not from config.json.
+  std::vector<Pooling> pooling;
+  bool normalize = false;
 
   int head_dim() const { return hidden / heads; }
   int embedding_dim() const { return embedding > 0 ? embedding : hidden; }

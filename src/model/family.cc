@@ -37,6 +37,8 @@ const char* head_kind_name(HeadKind kind) {
       return "sequence classification";
     case HeadKind::kTokenClassification:
       return "token classification";
+    case HeadKind::kEmbedding:
+      return "sentence embedding";
   }
   CHECK(false, "head kind ", static_cast<int>(kind));
   return "";
@@ -48,15 +50,26 @@ const char* head_kind_noun(HeadKind kind) {
       return "sequence classifier";
     case HeadKind::kTokenClassification:
       return "token classifier";
+    case HeadKind::kEmbedding:
+      return "sentence embedder";
   }
   CHECK(false, "head kind ", static_cast<int>(kind));
   return "";
 }
 
 std::string ModelFamily::class_for(HeadKind head) const {
-  if (head == HeadKind::kSequenceClassification) return model_class;
   const std::string c = model_class;
-  return c.substr(0, c.find("For")) + "ForTokenClassification";
+  const std::string prefix = c.substr(0, c.find("For"));
+  switch (head) {
+    case HeadKind::kSequenceClassification:
+      return c;
+    case HeadKind::kTokenClassification:
+      return prefix + "ForTokenClassification";
+    case HeadKind::kEmbedding:
+      return prefix + "Model";  // sentence-transformers saves the base model
+  }
+  CHECK(false, "head kind ", static_cast<int>(head));
+  return c;
 }
 
 std::string model_type_list() {

@@ -242,7 +242,15 @@ class TokenClassifierHead final : public Head {
 const Head& model_head(const ModelConfig& c) {
   static const SequenceClassifierHead sequence_classifier;
   static const TokenClassifierHead token_classifier;
-  if (c.head == HeadKind::kTokenClassification) return token_classifier;
+  switch (c.head) {
+    case HeadKind::kSequenceClassification:
+      return sequence_classifier;
+    case HeadKind::kTokenClassification:
+      return token_classifier;
+    case HeadKind::kEmbedding:
+      return pooling_head();
+  }
+  CHECK(false, "head kind ", static_cast<int>(c.head));
   return sequence_classifier;
 }
 

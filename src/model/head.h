@@ -15,7 +15,11 @@
 //
 // The token classifier (*ForTokenClassification), on every token of the last layer:
 //   logits[t] = Wo · Drop(h[t]) + bo
-// laid out padded, (B·T,K); the family declares the module name and which dropout applies. Its
+// laid out padded, (B·T,K); the family declares the module name and which dropout applies.
+//
+// The embedding head (sentence-transformers' Pooling and Normalize modules, pooling_head.cc), on
+// every real token of the last layer: the config's pooling modes concatenated, (B, modes·C),
+// each row L2-normalized when the model normalizes. No tensors of its own. Its
 // labels are one per token, kIgnoredLabel where none applies; the loss is that of the labelled
 // rows.
 #pragma once
@@ -47,6 +51,9 @@ class Head {
   // The name of the weight whose rows are the head's outputs (num_labels of them), by which a
   // checkpoint's head size is read: "classifier.weight".
   virtual std::string output_weight(const ModelConfig& c) const = 0;
+  // The width of one output row: num_labels for a classifier, the pooled vector's size for an
+  // embedding head.
+  virtual int output_width(const ModelConfig& c) const { return c.num_labels; }
   // How many label values loss() reads for a padded batch of B sequences of T tokens.
   virtual std::int64_t label_count(const ModelConfig& c, int B, int T) const = 0;
   // Sizes a.head and the logits (and their gradient) for `batch` sequences of `rows` token rows
@@ -68,5 +75,8 @@ class Head {
 
 // The head a config's model has (a stateless object that lives for the whole program).
 const Head& model_head(const ModelConfig& c);
+
+// The embedding head (model/pooling_head.cc).
+const Head& pooling_head();
 
 }  // namespace bertfit

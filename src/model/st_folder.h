@@ -12,10 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace bertfit {
+#include "model/pooling.h"
 
-// sentence-transformers' pooling modes over the last layer's real tokens.
-enum class Pooling { kCls, kMean, kMax, kMeanSqrtLen, kLastToken };
+namespace bertfit {
 
 // The activation of a Dense module (its config's torch class).
 enum class DenseActivation { kTanh, kIdentity, kRelu, kGelu };
@@ -63,11 +62,6 @@ std::optional<SentenceTransformerSpec> read_sentence_transformer(const std::stri
 // width (pooling modes × word_embedding_dimension).
 int sentence_embedding_dimension(const SentenceTransformerSpec& spec);
 
-// The pooling of a plain encoder as TEI's --pooling names it: cls, mean, last_token (TEI's CLI
-// spells it last-token), and sentence-transformers' max and mean_sqrt_len. nullopt otherwise.
-std::optional<Pooling> parse_pooling(std::string_view name);
-// The canonical name of a mode: cls, mean, max, mean_sqrt_len, last_token.
-const char* pooling_name(Pooling pooling);
 const char* dense_activation_name(DenseActivation activation);  // tanh, identity, relu, gelu
 
 }  // namespace bertfit

@@ -17,7 +17,7 @@ std::vector<float> predict_logits(const BertModel& model, const float* params,
                                   const std::vector<EncodedExample>& examples, int batch_size,
                                   int pad_to_multiple_of, Activations* scratch,
                                   const ProgressFn& progress) {
-  const int K = model.config().num_labels;
+  const int K = model_head(model.config()).output_width(model.config());
   const std::int64_t n = static_cast<std::int64_t>(examples.size());
   std::vector<std::int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
