@@ -101,6 +101,10 @@ void run(const BenchOptions& o) {
     init_params(state.layout, state.config, 42, state.params.data());
   }
   const ModelConfig& c = state.config;
+  if (train && model_head(c).label_count(c, 1, 1) == 0) {
+    throw_error("--model ", o.model_dir, ": a ", head_kind_noun(c.head),
+                " has no training loss in bertfit yet: bench infer measures it");
+  }
   if (o.seq_len > c.max_tokens()) {
     throw_error("--seq-len ", o.seq_len, " exceeds the model's ", c.max_tokens(), " positions");
   }

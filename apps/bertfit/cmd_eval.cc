@@ -34,6 +34,11 @@ void run(const EvalOptions& o) {
   const ModelState& state = m.state;
   const int max_seq_len = o.model.compute.max_seq_len;
   const bool tagged = !o.data.dev_file.empty() && is_tagged_data(o.data, o.data.dev_file);
+  if (state.config.head == HeadKind::kEmbedding) {
+    throw_error(o.model.model_dir,
+                " is a sentence embedder: `bertfit eval` scores classifiers "
+                "(embedding evaluation is not in bertfit yet; `bertfit embed` gives the vectors)");
+  }
   const bool token_model = state.config.head == HeadKind::kTokenClassification;
   if (tagged != token_model) {
     throw_error(o.model.model_dir, " is a ", head_kind_name(state.config.head), " model (",

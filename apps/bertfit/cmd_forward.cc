@@ -97,7 +97,7 @@ void run(const ForwardOptions& o) {
   ModelWeights weights = model.make_weights();
   weights.prepare(state.params.data(), /*with_backward=*/in.for_backward || dropout.train);
   model.forward(weights, in, dropout, acts);
-  const int K = c.num_labels;
+  const int K = model_head(c).output_width(c);            // labels, or an embedding's size
   const bool tokens = model_head(c).outputs_per_token();  // logits and labels per token
   nlohmann::json out;
   out["logits"] = nlohmann::json::array();
@@ -113,6 +113,10 @@ void run(const ForwardOptions& o) {
       row.push_back(std::vector<float>(l, l + K));
     }
     out["logits"].push_back(std::move(row));
+  }
+  if (j.contains("labels") && model_head(c).label_count(c, B, T) == 0) {
+    throw_error(o.batch_path, ": \"labels\" given, but a ", head_kind_noun(c.head),
+                " takes no labels (it has no per-example loss)");
   }
   if (j.contains("labels")) {
     if (!j["labels"].is_array() || static_cast<int>(j["labels"].size()) != B) {

@@ -43,34 +43,6 @@ void write_output(const PredictOptions& o, const std::string& out) {
   }
 }
 
-TableOptions table_options_of(const DataOptions& d) {
-  TableOptions t;
-  t.header = !d.no_header;
-  t.skip_malformed = d.skip_malformed;
-  t.format = d.format;
-  return t;
-}
-
-// The output: one JSON line per input, each with its "row", and one per malformed row left out
-// ({"row", "line", "skipped": reason}), merged in file order. Both lists are in file order.
-std::string in_file_order(const std::vector<nlohmann::json>& lines,
-                          const std::vector<SkippedRow>& skipped) {
-  std::string out;
-  std::size_t next = 0;
-  auto skipped_before = [&](std::int64_t row) {
-    for (; next < skipped.size() && skipped[next].row < row; ++next) {
-      const SkippedRow& s = skipped[next];
-      out += nlohmann::json{{"row", s.row}, {"line", s.line}, {"skipped", s.reason}}.dump() + "\n";
-    }
-  };
-  for (const nlohmann::json& j : lines) {
-    skipped_before(j["row"].get<std::int64_t>());
-    out += j.dump() + "\n";
-  }
-  skipped_before(INT64_MAX);
-  return out;
-}
-
 // A token classifier's predictions: per input (pre-split words from a CoNLL or tagged JSONL
 // file, or the texts of --text-a-column), its words, their tags and the entities.
 void predict_tags(const PredictOptions& o, const InferenceModel& m) {
@@ -190,6 +162,10 @@ void run(const PredictOptions& o) {
   }
   InferenceModel m = load_for_inference(o.model);
   if (m.state.config.head == HeadKind::kTokenClassification) return predict_tags(o, m);
+  if (m.state.config.head == HeadKind::kEmbedding) {
+    throw_error("--model ", o.model.model_dir,
+                " is a sentence embedder: `bertfit embed` gives its vectors");
+  }
   const ModelState& state = m.state;
   const DataOptions& d = o.data;
   if (d.text_a_column.empty()) throw_error("--text-a-column is required");

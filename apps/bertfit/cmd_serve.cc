@@ -187,8 +187,17 @@ void run(const ServeOptions& o) {
   const int workers = o.tokenization_workers > 0
                           ? o.tokenization_workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  serve::ServiceOptions service_options{
-      o.max_client_batch_size, o.max_concurrent_requests, o.auto_truncate, key, limits, workers};
+  serve::ServiceOptions service_options;
+  service_options.max_client_batch_size = o.max_client_batch_size;
+  service_options.max_concurrent_requests = o.max_concurrent_requests;
+  service_options.auto_truncate = o.auto_truncate;
+  service_options.api_key = key;
+  service_options.limits = limits;
+  service_options.tokenization_workers = workers;
+  if (state.sentence_transformer) {
+    service_options.prompts = state.sentence_transformer->prompts;
+    service_options.default_prompt_name = state.sentence_transformer->default_prompt_name;
+  }
   serve::Service service(state.config, tokenizer, batcher, metrics, service_options, info);
   serve::HttpOptions http;
   http.host = o.host;

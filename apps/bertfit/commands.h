@@ -12,6 +12,7 @@ namespace bertfit::cli {
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_embed_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_init_command(CLI::App& app);

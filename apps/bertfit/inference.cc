@@ -1,6 +1,7 @@
 // Shared set-up of the inference commands (eval, predict).
 #include "apps/bertfit/inference.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 
@@ -53,6 +54,34 @@ std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::str
     st->reported = true;
     log_info(what, ": ", done, "/", total, " rows (", static_cast<int>(now), " s)");
   };
+}
+
+TableOptions table_options_of(const DataOptions& d) {
+  TableOptions t;
+  t.header = !d.no_header;
+  t.skip_malformed = d.skip_malformed;
+  t.format = d.format;
+  return t;
+}
+
+// The output: one JSON line per input, each with its "row", and one per malformed row left out
+// ({"row", "line", "skipped": reason}), merged in file order. Both lists are in file order.
+std::string in_file_order(const std::vector<nlohmann::json>& lines,
+                          const std::vector<SkippedRow>& skipped) {
+  std::string out;
+  std::size_t next = 0;
+  auto skipped_before = [&](std::int64_t row) {
+    for (; next < skipped.size() && skipped[next].row < row; ++next) {
+      const SkippedRow& s = skipped[next];
+      out += nlohmann::json{{"row", s.row}, {"line", s.line}, {"skipped", s.reason}}.dump() + "\n";
+    }
+  };
+  for (const nlohmann::json& j : lines) {
+    skipped_before(j["row"].get<std::int64_t>());
+    out += j.dump() + "\n";
+  }
+  skipped_before(INT64_MAX);
+  return out;
 }
 
 }  // namespace bertfit::cli

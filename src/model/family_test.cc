@@ -133,6 +133,7 @@ TEST(Head, OnlyTheCodeThatChoosesOrRoutesByAHeadAsksWhichKindItIs) {
       "src/task/dataset.cc",          // the task a model's head implies
       "apps/bertfit/cmd_eval.cc",     // the data must suit the model's head
       "apps/bertfit/cmd_predict.cc",  // tags or labels out
+      "apps/bertfit/cmd_embed.cc",    // embeddings out
       "src/serve/service.cc"};        // entities or label scores answered
   const int files = for_each_source_line(
       [&](const std::string& rel, int n, const std::string& line, const std::string& packed) {

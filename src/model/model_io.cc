@@ -273,6 +273,39 @@ HeadKind head_from_tensors(const Checkpoint& checkpoint, const ModelConfig& conf
   return complete.size() == 1 ? complete[0] : config.head;
 }
 
+// A sentence-transformers folder's model: the encoder with the embedding head of its pooling
+// and Normalize modules. What bertfit cannot run yet is refused in one line naming the module.
+void use_sentence_transformer(const SentenceTransformerSpec& st, const std::string& dir,
+                              ModelConfig& config) {
+  const std::string modules = join_path(dir, "modules.json");
+  if (!st.transformer_path.empty()) {
+    throw_error(modules, ": the Transformer module is in '", st.transformer_path,
+                "'; bertfit reads a sentence-transformers folder whose encoder is the folder "
+                "itself (path \"\")");
+  }
+  if (!st.dense.empty()) {
+    throw_error(modules, ": a Dense module ('", st.dense.front().path,
+                "') follows the pooling; bertfit runs pooling and Normalize modules only so far");
+  }
+  if (st.do_lower_case) {
+    throw_error(join_path(dir, "sentence_bert_config.json"),
+                ": do_lower_case true is not supported yet (the tokenizer's own lower-casing "
+                "is; set it in tokenizer_config.json instead)");
+  }
+  if (!st.include_prompt) {
+    throw_error(join_path(dir, "1_Pooling/config.json"),
+                ": include_prompt false (pooling without the prompt's tokens) is not supported "
+                "yet");
+  }
+  if (st.word_embedding_dimension != 0 && st.word_embedding_dimension != config.hidden) {
+    throw_error(modules, ": the Pooling module's word_embedding_dimension is ",
+                st.word_embedding_dimension, " but the encoder's hidden size is ", config.hidden);
+  }
+  config.head = HeadKind::kEmbedding;
+  config.pooling = st.pooling;
+  config.normalize = st.normalize;
+}
+
 }  // namespace
 
 ModelState load_model(const std::string& dir, const LoadOptions& options) {
@@ -284,10 +317,14 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   json hf = read_json_file(config_path);
   const Checkpoint checkpoint = open_weights(dir, weights);
   ModelConfig config = options.config ? *options.config : parse_model_config_json(hf, config_path);
-  if (!options.config && architecture_of(hf, *config.family, config_path).empty()) {
+  std::optional<SentenceTransformerSpec> st = read_sentence_transformer(dir);
+  if (st && !options.config) {
+    use_sentence_transformer(*st, dir, config);
+  } else if (!options.config && architecture_of(hf, *config.family, config_path).empty()) {
     config.head = head_from_tensors(checkpoint, config);
   }
   ModelState state(config);
+  state.sentence_transformer = std::move(st);
   // The folder's own architectures decide whose head its weights hold, whichever config runs.
   state.config.other_architecture =
       other_architecture(hf, *state.config.family, state.config.head, config_path);
@@ -312,6 +349,12 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
     }
   }
   say_new_head(match, state.config, state.layout, dir);
+  if (state.sentence_transformer) {
+    // sentence-transformers' Transformer module holds the base model, pooler included, and
+    // never reads the pooler: not worth a warning.
+    std::erase_if(match.ignored,
+                  [](const std::string& n) { return n.find("pooler.") != std::string::npos; });
+  }
   if (!match.ignored.empty()) {
     const std::string& other = state.config.other_architecture;
     log_warn(weights_path, ": ignoring ", match.ignored.size(), " tensor(s) that a ",

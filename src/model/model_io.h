@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/param_layout.h"
+#include "model/st_folder.h"
 
 namespace bertfit {
 
@@ -22,6 +23,9 @@ struct ModelState {
   ParamLayout layout;           // built from config
   AlignedBuffer<float> params;  // layout.total() floats
   nlohmann::json hf_config;     // config.json as loaded (its other keys are kept on save)
+  // The folder's sentence-transformers modules (an embedding model, ModelConfig::pooling), when
+  // it has a modules.json.
+  std::optional<SentenceTransformerSpec> sentence_transformer;
 
   ModelState() : layout(config) {}
   explicit ModelState(const ModelConfig& c) : config(c), layout(config), params(layout.total()) {}

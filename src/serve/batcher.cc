@@ -16,7 +16,7 @@ Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
   // A batch has at most max_batch_tokens inputs and output rows (one per input or per token).
   const auto most = static_cast<std::size_t>(limits_.max_batch_tokens);
   sequences_.reserve(most);
-  logits_.reserve(most * static_cast<std::size_t>(engine_.num_labels()));
+  logits_.reserve(most * static_cast<std::size_t>(engine_.output_width()));
   worker_ = std::thread([this, &warm_up] { work(warm_up); });
   std::unique_lock lock(mu_);
   wake_.wait(lock, [this] { return ready_; });
@@ -42,7 +42,7 @@ Admission Batcher::submit(std::shared_ptr<Job> job) {
   for (const Encoding& input : job->inputs) {
     job->row_start.push_back(job->row_start.back() + engine_.output_rows(input));
   }
-  job->logits.assign(job->row_start.back() * engine_.num_labels(), 0.0f);
+  job->logits.assign(job->row_start.back() * engine_.output_width(), 0.0f);
   job->remaining = n;
   {
     std::lock_guard lock(mu_);
@@ -143,7 +143,7 @@ void Batcher::expire(std::vector<Item>& expired) {
 
 void Batcher::run_batch(std::vector<Item>& batch) {
   const Clock::time_point start = Clock::now();
-  const std::size_t K = static_cast<std::size_t>(engine_.num_labels());
+  const std::size_t K = static_cast<std::size_t>(engine_.output_width());
   sequences_.clear();
   std::size_t rows = 0;
   for (const Item& item : batch) {

@@ -15,7 +15,8 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
       model_(state.config, state.layout, precision),
       weights_(model_.make_weights()),
       max_padded_tokens_(max_padded_tokens),
-      per_token_(model_head(state.config).outputs_per_token()) {
+      per_token_(model_head(state.config).outputs_per_token()),
+      output_width_(model_head(state.config).output_width(state.config)) {
   weights_.prepare(state.params.data(), /*with_backward=*/false);
   for (const auto& [offset, count] : weights_.unread_ranges()) {
     discard_pages(state.params.data() + offset, sizeof(float) * count);
@@ -70,7 +71,7 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
   ModelInput in{B, T, ids_.data(), types_.data(), mask_.data()};
   model_.forward(weights_, in, DropoutState{}, acts_);
   // The head's rows: one per sequence, or (B·T) padded, one per token.
-  const std::size_t K = static_cast<std::size_t>(num_labels());
+  const std::size_t K = static_cast<std::size_t>(output_width());
   for (int b = 0; b < B; ++b) {
     const std::size_t n = output_rows(*sequences[rows[b]]);
     const std::size_t from = per_token_ ? static_cast<std::size_t>(b) * T : std::size_t(b);
@@ -94,7 +95,7 @@ void Engine::warm_up(std::int32_t cls_id, std::int32_t sep_id) {
     }
     std::vector<const Encoding*> ptrs;
     for (const Encoding& e : seqs) ptrs.push_back(&e);
-    std::vector<float> out(seqs.size() * output_rows(seqs[0]) * num_labels());
+    std::vector<float> out(seqs.size() * output_rows(seqs[0]) * output_width());
     run(ptrs, out.data());
   }
   ids_.reserve(max_padded_tokens_);

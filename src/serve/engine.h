@@ -24,9 +24,10 @@ class Engine {
   Engine(ModelState& state, Precision precision, std::int64_t max_padded_tokens);
 
   const ModelConfig& config() const { return state_.config; }
-  int num_labels() const { return state_.config.num_labels; }
-  // The rows of K logits the model gives for one input: one for a sequence head, one per token
-  // for a token head.
+  // K: the width of an output row (labels, or an embedding's size).
+  int output_width() const { return output_width_; }
+  // The rows of K outputs the model gives for one input: one for a sequence or embedding head,
+  // one per token for a token head.
   std::size_t output_rows(const Encoding& input) const {
     return per_token_ ? input.input_ids.size() : 1;
   }
@@ -51,6 +52,7 @@ class Engine {
   Activations acts_;
   std::int64_t max_padded_tokens_;
   bool per_token_;
+  int output_width_;
   // Reused per forward: the order of a batch, where each sequence's rows start in the output,
   // and its padded (B,T) inputs.
   std::vector<std::size_t> order_, row_start_;

@@ -60,6 +60,16 @@ std::optional<std::string> optional_string(const json& j, const char* key) {
   return it->get<std::string>();
 }
 
+// "truncation_direction": "right" (default) or "left", either capitalized.
+TruncationDirection direction_of(const json& j) {
+  auto dir = j.find("truncation_direction");
+  if (dir == j.end() || dir->is_null()) return TruncationDirection::kRight;
+  const std::string word = dir->is_string() ? dir->get<std::string>() : "";
+  if (word == "right" || word == "Right") return TruncationDirection::kRight;
+  if (word == "left" || word == "Left") return TruncationDirection::kLeft;
+  bad_request("`truncation_direction` must be \"right\" or \"left\"");
+}
+
 // One element of a batch: "text", ["text"] or ["a", "b"].
 TextInput sequence(const json& j, std::size_t index) {
   if (j.is_string()) return {j.get<std::string>(), std::nullopt};
@@ -144,16 +154,35 @@ PredictRequest decode_predict_request(std::string_view body, int max_client_batc
     }
     if (in_parameters) r.aggregation_strategy = in_parameters;
   }
-  auto dir = j.find("truncation_direction");
-  if (dir != j.end() && !dir->is_null()) {
-    const std::string word = dir->is_string() ? dir->get<std::string>() : "";
-    if (word == "right" || word == "Right") {
-      r.direction = TruncationDirection::kRight;
-    } else if (word == "left" || word == "Left") {
-      r.direction = TruncationDirection::kLeft;
-    } else {
-      bad_request("`truncation_direction` must be \"right\" or \"left\"");
+  r.direction = direction_of(j);
+  return r;
+}
+
+EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  EmbedRequest r;
+  auto inputs = j.find("inputs");
+  if (inputs == j.end()) bad_request("missing field `inputs`");
+  if (inputs->is_string()) {
+    r.inputs.push_back(inputs->get<std::string>());
+  } else if (inputs->is_array()) {
+    check_batch_size(inputs->size(), max_client_batch_size);
+    for (const json& t : *inputs) {
+      if (!t.is_string()) bad_request("`inputs` must be a text or a list of texts");
+      r.inputs.push_back(t.get<std::string>());
     }
+  } else {
+    bad_request("`inputs` must be a text or a list of texts");
+  }
+  r.normalize = optional_bool(j, "normalize").value_or(true);
+  r.truncate = optional_bool(j, "truncate");
+  r.direction = direction_of(j);
+  r.prompt_name = optional_string(j, "prompt_name");
+  auto dims = j.find("dimensions");
+  if (dims != j.end() && !dims->is_null()) {
+    if (!dims->is_number_integer()) bad_request("`dimensions` must be an integer");
+    const auto d = dims->get<std::int64_t>();
+    r.dimensions = static_cast<int>(std::clamp<std::int64_t>(d, -1, 1 << 30));
   }
   return r;
 }

@@ -78,6 +78,19 @@ struct PredictRequest {
 PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size,
                                       InputShape shape = InputShape::kTextsOrPairs);
 
+// POST /embed: {"inputs": "text" | ["text", ...], "normalize": bool (true), "truncate":
+// bool|null, "truncation_direction", "prompt_name": "name"|null, "dimensions": int|null}; the
+// answer is always a list of vectors. Same errors as decode_predict_request.
+struct EmbedRequest {
+  std::vector<std::string> inputs;
+  bool normalize = true;
+  std::optional<bool> truncate;
+  TruncationDirection direction = TruncationDirection::kRight;
+  std::optional<std::string> prompt_name;
+  std::optional<int> dimensions;
+};
+EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size);
+
 // POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the
 // answer is always a list, one token list per input. Same errors as decode_predict_request.
 struct TokenizeRequest {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "model/head.h"
 #include "task/tagging.h"
 
 namespace bertfit::serve {
@@ -70,6 +71,7 @@ Service::Service(const ModelConfig& config, const Tokenizer& tokenizer, Batcher&
                  Metrics& metrics, ServiceOptions options, ServeInfo info)
     : config_(config),
       tagger_(config.head == HeadKind::kTokenClassification),
+      embedder_(config.head == HeadKind::kEmbedding),
       tokenizer_(tokenizer),
       batcher_(batcher),
       metrics_(metrics),
@@ -94,8 +96,8 @@ bool Service::authorized(const HttpRequest& req) const {
 void Service::handle(HttpRequest req, Respond respond) {
   const std::string path = path_of(req.target);
   const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
-  const bool known = is_predict || path == "/tokenize" || path == "/health" || path == "/info" ||
-                     path == "/metrics";
+  const bool known = is_predict || path == "/embed" || path == "/tokenize" || path == "/health" ||
+                     path == "/info" || path == "/metrics";
   const std::string route =
       known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
   Metrics& metrics = metrics_;
@@ -105,7 +107,7 @@ void Service::handle(HttpRequest req, Respond respond) {
   };
   try {
     if (!known) throw ApiError(404, "not_found", "no route " + path);
-    const bool post = is_predict || path == "/tokenize";
+    const bool post = is_predict || path == "/embed" || path == "/tokenize";
     if (req.method != (post ? "POST" : "GET")) {
       throw ApiError(405, "method_not_allowed",
                      cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
@@ -114,6 +116,7 @@ void Service::handle(HttpRequest req, Respond respond) {
       throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
     }
     if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
+    if (path == "/embed") return embed(req, finish);
     if (path == "/health") return finish(health());
     if (path == "/tokenize") return finish(tokenize(req));
     if (path == "/info") return finish(info());
@@ -138,6 +141,10 @@ void Service::predict(const HttpRequest& req, Respond respond) {
   if (place->value() > options_.max_concurrent_requests) {
     throw ApiError(429, "overloaded", "Model is overloaded");
   }
+  if (embedder_) {
+    throw ApiError(400, "validation",
+                   "the model is a sentence embedder: /predict needs a classifier; use /embed");
+  }
   PredictRequest request =
       decode_predict_request(req.body, options_.max_client_batch_size,
                              tagger_ ? InputShape::kTexts : InputShape::kTextsOrPairs);
@@ -161,34 +168,54 @@ void Service::predict(const HttpRequest& req, Respond respond) {
     }
   }
   const bool truncate = request.truncate.value_or(options_.auto_truncate);
+  const bool batch = request.batch, raw = request.raw_scores;
+  // A token classifier's entities index its texts.
+  auto texts = std::make_shared<std::vector<std::string>>();
+  if (tagger_) {
+    for (const TextInput& input : request.inputs) texts->push_back(input.a);
+  }
+  const std::size_t K = static_cast<std::size_t>(config_.num_labels);
+  submit(req, std::move(place), request.inputs, truncate, request.direction, tagger_,
+         std::move(respond), [this, batch, raw, how, texts, K](const Job& done) {
+           std::string body;
+           if (batch) body += '[';
+           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
+             if (i > 0) body += ',';
+             const float* logits = done.logits.data() + done.row_start[i] * K;
+             if (tagger_) {
+               append_entities(body, std::move((*texts)[i]), done.inputs[i], logits, how);
+             } else {
+               append_predictions(body, logits, raw);
+             }
+           }
+           if (batch) body += ']';
+           return body;
+         });
+}
+
+void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
+                     const std::vector<TextInput>& inputs, bool truncate,
+                     TruncationDirection direction, bool with_offsets, Respond respond,
+                     std::function<std::string(const Job&)> format) {
   auto job = std::make_shared<Job>();
-  job->inputs.reserve(request.inputs.size());
+  job->inputs.reserve(inputs.size());
   const Clock::time_point tokenize_start = Clock::now();
   std::int64_t tokens = 0;
-  for (const TextInput& input : request.inputs) {
-    job->inputs.push_back(encode_input(tokenizer_, input, truncate, request.direction,
-                                       max_input_length(), /*with_offsets=*/tagger_));
+  std::size_t characters = 0;
+  for (const TextInput& input : inputs) {
+    job->inputs.push_back(
+        encode_input(tokenizer_, input, truncate, direction, max_input_length(), with_offsets));
     tokens += static_cast<std::int64_t>(job->inputs.back().input_ids.size());
     metrics_.input_tokens(static_cast<std::int64_t>(job->inputs.back().input_ids.size()));
+    characters += input.a.size() + (input.b ? input.b->size() : 0);
   }
   const double n = static_cast<double>(job->inputs.size());
   const double tokenization = seconds_since(tokenize_start) / n;
   for (std::size_t i = 0; i < job->inputs.size(); ++i) metrics_.tokenization(tokenization);
   const Clock::time_point start = req.start;
-  const bool batch = request.batch, raw = request.raw_scores;
-  std::size_t characters = 0;
-  for (const TextInput& input : request.inputs) {
-    characters += input.a.size() + (input.b ? input.b->size() : 0);
-  }
-  // A token classifier's entities index its texts.
-  auto texts = std::make_shared<std::vector<std::string>>();
-  if (tagger_) {
-    for (TextInput& input : request.inputs) texts->push_back(std::move(input.a));
-  }
-  job->on_done = [this, place, respond, start, batch, raw, n, tokens, tokenization, characters,
-                  texts, how](std::shared_ptr<Job> done) {
-    post_([this, place, respond, start, batch, raw, n, tokens, tokenization, characters, texts, how,
-           done] {
+  job->on_done = [this, place, respond, start, n, tokens, tokenization, characters,
+                  format = std::move(format)](std::shared_ptr<Job> done) {
+    post_([this, place, respond, start, n, tokens, tokenization, characters, format, done] {
       if (done->timed_out) {
         metrics_.rejection("queue_timeout", 503);
         HttpResponse r =
@@ -202,21 +229,8 @@ void Service::predict(const HttpRequest& req, Respond respond) {
         metrics_.rejection("inference_failed", 424);
         return respond(error_response(424, "backend", "Inference failed"));
       }
-      const std::size_t K = static_cast<std::size_t>(config_.num_labels);
-      std::string body;
-      if (batch) body += '[';
-      for (std::size_t i = 0; i < done->inputs.size(); ++i) {
-        if (i > 0) body += ',';
-        const float* logits = done->logits.data() + done->row_start[i] * K;
-        if (tagger_) {
-          append_entities(body, std::move((*texts)[i]), done->inputs[i], logits, how);
-        } else {
-          append_predictions(body, logits, raw);
-        }
-      }
-      if (batch) body += ']';
       HttpResponse r;
-      r.body = std::move(body);
+      r.body = format(*done);
       const double total = seconds_since(start);
       metrics_.request_duration(total);
       r.headers = {{"x-compute-type", "cpu"},
@@ -242,6 +256,61 @@ void Service::predict(const HttpRequest& req, Respond respond) {
       break;
   }
   throw ApiError(503, "unhealthy", "the server is shutting down", "shutting_down");
+}
+
+void Service::embed(const HttpRequest& req, Respond respond) {
+  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
+  if (place->value() > options_.max_concurrent_requests) {
+    throw ApiError(429, "overloaded", "Model is overloaded");
+  }
+  if (!embedder_) {
+    throw ApiError(400, "validation",
+                   cat("the model is a ", head_kind_noun(config_.head),
+                       ": /embed needs an embedding model (a sentence-transformers folder)"));
+  }
+  EmbedRequest request = decode_embed_request(req.body, options_.max_client_batch_size);
+  const std::string name = request.prompt_name.value_or(options_.default_prompt_name);
+  std::string prompt;
+  if (!name.empty()) {
+    const auto it = options_.prompts.find(name);
+    if (it == options_.prompts.end()) {
+      throw ApiError(
+          422, "validation",
+          cat("Input validation error: `prompt_name` \"", name,
+              "\" is not one of the model's prompts (config_sentence_transformers.json)"));
+    }
+    prompt = it->second;
+  }
+  const int D = model_head(config_).output_width(config_);
+  if (request.dimensions && (*request.dimensions < 1 || *request.dimensions > D)) {
+    throw ApiError(422, "validation",
+                   cat("Input validation error: `dimensions` must be in [1, ", D, "], got ",
+                       *request.dimensions));
+  }
+  const int dims = request.dimensions.value_or(D);
+  std::vector<TextInput> inputs;
+  for (std::string& text : request.inputs) inputs.push_back({prompt + text, std::nullopt});
+  const bool truncate = request.truncate.value_or(options_.auto_truncate);
+  const bool normalize = request.normalize;
+  submit(req, std::move(place), inputs, truncate, request.direction, /*with_offsets=*/false,
+         std::move(respond), [D, dims, normalize](const Job& done) {
+           // TEI's answer: a list of vectors, one per input; the first `dimensions` values,
+           // L2-normalized when asked (a model with a Normalize module is normalized already,
+           // before the cut).
+           json list = json::array();
+           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
+             const float* v = done.logits.data() + done.row_start[i] * D;
+             std::vector<float> out(v, v + dims);
+             if (normalize) {
+               double sq = 0;
+               for (float x : out) sq += double{x} * x;
+               const double n = std::max(std::sqrt(sq), 1e-12);
+               for (float& x : out) x = static_cast<float>(x / n);
+             }
+             list.push_back(std::move(out));
+           }
+           return list.dump();
+         });
 }
 
 void Service::append_predictions(std::string& out, const float* logits, bool raw_scores) const {
@@ -362,16 +431,28 @@ HttpResponse Service::info() const {
                         : config_.problem() == ProblemType::kMultiLabel
                             ? "multi_label_classification"
                             : "single_label_classification";
+  json model_type;
+  if (embedder_) {
+    std::string pooling;
+    for (Pooling p : config_.pooling)
+      pooling += (pooling.empty() ? "" : "+") + std::string(pooling_name(p));
+    model_type = {
+        {"embedding",
+         {{"pooling", pooling}, {"dimensions", model_head(config_).output_width(config_)}}}};
+  } else {
+    model_type = {{tagger_ ? "token_classifier" : "classifier",
+                   {{"id2label", id2label}, {"label2id", label2id}}}};
+  }
   json j = {
       {"model_id", info_.model_id},
       {"model_sha", nullptr},
       {"weights_file", info_.weights_file},
       {"weights_sha256", info_.weights_sha256},
       {"model_dtype", info_.dtype},
-      {"model_type",
-       {{tagger_ ? "token_classifier" : "classifier",
-         {{"id2label", id2label}, {"label2id", label2id}}}}},
-      {"task", tagger_ ? "token-classification" : "text-classification"},
+      {"model_type", model_type},
+      {"task", embedder_ ? "feature-extraction"
+               : tagger_ ? "token-classification"
+                         : "text-classification"},
       {"architecture", config_.model_type()},
       {"problem_type", problem},
       {"max_concurrent_requests", options_.max_concurrent_requests},

@@ -8,6 +8,9 @@
 //                                              answer: entity_group, score, word, start, end in
 //                                              characters), grouped by the request's
 //                                              aggregation_strategy (default simple)
+//   POST /embed                                an embedding model's vector per input (TEI's
+//                                              /embed: normalize, truncate, prompt_name,
+//                                              dimensions)
 //   POST /tokenize                             the model's tokens per input
 //   GET  /health                               200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
@@ -25,6 +28,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +72,9 @@ struct ServiceOptions {
   std::string api_key;  // empty: no authorization
   BatchLimits limits;
   int tokenization_workers = 1;
+  // An embedding model's prompts (config_sentence_transformers.json) and the default one.
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
 };
 
 // What GET /info reports beyond the limits.
@@ -95,6 +103,12 @@ class Service {
 
  private:
   void predict(const HttpRequest& req, Respond respond);
+  void embed(const HttpRequest& req, Respond respond);
+  // Encodes the inputs, queues them as one Job and answers with format(done) when it is computed
+  // (or the timeout, failure and overload answers); place is held until then.
+  void submit(const HttpRequest& req, std::shared_ptr<void> place,
+              const std::vector<TextInput>& inputs, bool truncate, TruncationDirection direction,
+              bool with_offsets, Respond respond, std::function<std::string(const Job&)> format);
   HttpResponse tokenize(const HttpRequest& req);
   HttpResponse health() const;
   HttpResponse info() const;
@@ -106,7 +120,8 @@ class Service {
                        const float* logits, Aggregation how) const;
 
   const ModelConfig& config_;
-  const bool tagger_;  // a token classifier
+  const bool tagger_;    // a token classifier
+  const bool embedder_;  // an embedding model
   const Tokenizer& tokenizer_;
   Batcher& batcher_;
   Metrics& metrics_;

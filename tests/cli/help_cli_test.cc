@@ -42,8 +42,8 @@ TEST(HelpCli, HelpListsTheCommandsInTheirOrder) {
   RunResult r = run_bertfit("--help");
   ASSERT_EQ(r.exit_code, 0);
   std::size_t at = 0;
-  for (const char* cmd : {"train", "eval", "predict", "serve", "tokenize", "init", "download",
-                          "convert", "inspect", "forward", "bench"}) {
+  for (const char* cmd : {"train", "eval", "predict", "embed", "serve", "tokenize", "init",
+                          "download", "convert", "inspect", "forward", "bench"}) {
     const std::size_t pos = r.out.find(std::string("\n  ") + cmd + " ", at);
     ASSERT_NE(pos, std::string::npos) << cmd << " missing or out of order:\n" << r.out;
     at = pos + 1;
@@ -54,7 +54,7 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   CLI::App app;
   cli::build_app(app);
   const std::vector<CLI::App*> commands = all_commands(app);
-  ASSERT_EQ(commands.size(), 12u);
+  ASSERT_EQ(commands.size(), 13u);
   for (const CLI::App* cmd : commands) {
     const std::string name = cmd->get_name();
     RunResult r = run_bertfit(name + " --help");
@@ -85,15 +85,12 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
 // the largest BERT input; elsewhere the compute group's 128), --num-labels (init: a fresh
 // model's labels; train: the head's outputs, 0 deciding from the data).
 const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-    {"train", "--output"},    {"init", "--output"},
-    {"predict", "--output"},  {"convert", "--output"},
-    {"train", "--seed"},      {"init", "--seed"},
-    {"forward", "--seed"},    {"predict", "--input"},
-    {"tokenize", "--input"},  {"init", "--vocab"},
-    {"tokenize", "--vocab"},  {"init", "--arch"},
-    {"bench", "--arch"},      {"tokenize", "--max-seq-len"},
-    {"init", "--num-labels"}, {"init", "--labels"},
-    {"init", "--task"}};
+    {"train", "--output"},    {"init", "--output"},  {"predict", "--output"},
+    {"convert", "--output"},  {"embed", "--output"}, {"train", "--seed"},
+    {"init", "--seed"},       {"forward", "--seed"}, {"predict", "--input"},
+    {"tokenize", "--input"},  {"init", "--vocab"},   {"tokenize", "--vocab"},
+    {"init", "--arch"},       {"bench", "--arch"},   {"tokenize", "--max-seq-len"},
+    {"init", "--num-labels"}, {"init", "--labels"},  {"init", "--task"}};
 
 // Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
 // words train accepts and what they mean there differ from inference's.
@@ -123,7 +120,7 @@ TEST(HelpCli, ASharedFlagIsDeclaredOnce) {
 
 // Each command's help says only what applies to it.
 TEST(HelpCli, EachCommandsHelpSaysOnlyWhatAppliesToIt) {
-  for (const char* cmd : {"eval", "predict", "serve", "bench", "forward"}) {
+  for (const char* cmd : {"eval", "predict", "embed", "serve", "bench", "forward"}) {
     RunResult r = run_bertfit(std::string(cmd) + " --help");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out.find("--grad-accum"), std::string::npos) << cmd << ":\n" << r.out;

@@ -1,0 +1,241 @@
+// Sentence embeddings through the binary (issue 34): `bertfit embed` and serve's /embed on the
+// golden sentence-transformers folder (BERT, mean pooling, Normalize) give sentence-transformers
+// 2.2.2's encode() of its 16 texts (≤ 1e-5 abs in fp32; bf16 and int8 within their rounding);
+// the flags (--normalize, --prompt-name, --id-column, --skip-malformed, --max-seq-len, --output)
+// and /embed's options (normalize, dimensions, prompt_name, truncate) do what they say; the
+// wrong route or command for a model's head is one clear refusal.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "serve_client.h"
+
+namespace bertfit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string golden() { return shared_dir() + "/golden/st-bert-mean-tiny"; }
+
+std::vector<std::string> texts() {
+  return json::parse(read_text(golden() + "/texts.json"))["texts"].get<std::vector<std::string>>();
+}
+
+// sentence-transformers' encode(texts): (16, 16) row by row.
+std::vector<std::vector<float>> expected() {
+  const std::vector<float> flat =
+      tensors_of(golden() + "/golden.safetensors").at("eval.embeddings");
+  const std::size_t n = texts().size(), d = flat.size() / n;
+  std::vector<std::vector<float>> rows;
+  for (std::size_t i = 0; i < n; ++i)
+    rows.emplace_back(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+  return rows;
+}
+
+std::string write_texts(const TempDir& tmp) {
+  std::string jsonl;
+  for (const std::string& t : texts()) jsonl += json{{"text", t}}.dump() + "\n";
+  write_text(tmp / "texts.jsonl", jsonl);
+  return tmp / "texts.jsonl";
+}
+
+std::vector<json> lines_of(const std::string& out) {
+  std::vector<json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    m = std::max(m, std::abs(double{a[i]} - b[i]));
+  }
+  return m;
+}
+
+TEST(EmbedCli, EmbeddingsEqualSentenceTransformersInEveryPrecision) {
+  TempDir tmp;
+  const std::string input = write_texts(tmp);
+  const auto want = expected();
+  // fp32: sentence-transformers' own numbers; bf16 and int8: the rounding of their products
+  // (bf16 ~1.6e-3 relative per product over 2 layers; int8 as the matrix test argues), on unit
+  // vectors of 16 values.
+  for (const auto& [precision, tol] :
+       {std::pair{"fp32", 1e-5}, std::pair{"bf16", 2e-2}, std::pair{"int8", 6e-2}}) {
+    SCOPED_TRACE(precision);
+    RunResult r = run_bertfit("embed --model " + golden() + "/model --input " + input +
+                              " --text-a-column text --batch-size 5 --precision " + precision);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "") << r.err;  // nothing to warn about (the unused pooler is not)
+    const std::vector<json> lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), want.size());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      EXPECT_EQ(lines[i]["row"], i);
+      EXPECT_LE(max_abs_diff(lines[i]["embedding"].get<std::vector<float>>(), want[i]), tol)
+          << "row " << i;
+    }
+  }
+}
+
+TEST(EmbedCli, FlagsAndRefusals) {
+  TempDir tmp;
+  const std::string model = tmp / "st";
+  fs::copy(golden() + "/model", model, fs::copy_options::recursive);
+  // Prompts as sentence-transformers 3 writes them; the normalized model gives unit vectors.
+  write_text(model + "/config_sentence_transformers.json",
+             R"({"prompts": {"query": "query: ", "doc": ""}, "default_prompt_name": null,
+                 "similarity_fn_name": "cosine"})");
+  write_text(tmp / "rows.csv", "id,text\nq1,a charming journey\nbroken\nq3,\"slow, very slow\"\n");
+  RunResult r = run_bertfit("embed --model " + model + " --input " + (tmp / "rows.csv") +
+                            " --text-a-column text --id-column id --skip-malformed --output " +
+                            (tmp / "out.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> lines = lines_of(read_text(tmp / "out.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["id"], "q1");
+  EXPECT_TRUE(lines[1].contains("skipped")) << lines[1];
+  EXPECT_EQ(lines[2]["row"], 2);
+  const auto plain = lines[0]["embedding"].get<std::vector<float>>();
+  double sq = 0;
+  for (float v : plain) sq += double{v} * v;
+  EXPECT_NEAR(sq, 1.0, 1e-5);
+  // --prompt-name puts the prompt's text first: the same as embedding "query: " + text.
+  write_text(tmp / "one.csv", "text\na charming journey\n");
+  write_text(tmp / "prefixed.csv", "text\nquery: a charming journey\n");
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text --prompt-name query");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunResult p = run_bertfit("embed --model " + model + " --input " + (tmp / "prefixed.csv") +
+                            " --text-a-column text");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(lines_of(r.out)[0]["embedding"], lines_of(p.out)[0]["embedding"]);
+  EXPECT_NE(lines_of(r.out)[0]["embedding"], json(plain));
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text --prompt-name passage");
+  EXPECT_NE(r.err.find("--prompt-name passage: the model's prompts are doc, query"),
+            std::string::npos)
+      << r.err;
+  // --max-seq-len cuts (the folder's max_seq_length, 64, otherwise): 3 tokens keep [CLS] a [SEP].
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text --max-seq-len 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  write_text(tmp / "a.csv", "text\na\n");
+  p = run_bertfit("embed --model " + model + " --input " + (tmp / "a.csv") +
+                  " --text-a-column text");
+  EXPECT_EQ(lines_of(r.out)[0]["embedding"], lines_of(p.out)[0]["embedding"]);
+  // Without Normalize, --normalize makes unit vectors.
+  json modules = json::parse(read_text(model + "/modules.json"));
+  modules.erase(2);
+  write_text(model + "/modules.json", modules.dump());
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto raw = lines_of(r.out)[0]["embedding"].get<std::vector<float>>();
+  sq = 0;
+  for (float v : raw) sq += double{v} * v;
+  EXPECT_GT(std::abs(sq - 1.0), 1e-3);
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text --normalize");
+  EXPECT_LE(max_abs_diff(lines_of(r.out)[0]["embedding"].get<std::vector<float>>(), plain), 1e-6);
+  // The commands for classifiers refuse an embedding model in one line.
+  const std::string st = golden() + "/model";
+  write_text(tmp / "labelled.csv", "text,label\na,0\n");
+  write_text(tmp / "batch.json", R"({"input_ids": [[101, 1037, 102]], "labels": [0]})");
+  for (const auto& [args, needle] :
+       {std::pair{
+            "predict --model " + st + " --input " + (tmp / "one.csv") + " --text-a-column text",
+            std::string("is a sentence embedder: `bertfit embed` gives its vectors")},
+        std::pair{"eval --model " + st + " --dev-file " + (tmp / "labelled.csv") +
+                      " --text-a-column text --label-column label",
+                  std::string("is a sentence embedder: `bertfit eval` scores classifiers")},
+        std::pair{"forward --model " + st + " --batch " + (tmp / "batch.json"),
+                  std::string("a sentence embedder takes no labels")},
+        std::pair{"bench train --model " + st + " --steps 1",
+                  std::string("a sentence embedder has no training loss in bertfit yet")}}) {
+    r = run_bertfit(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+  // forward without labels prints the embeddings.
+  write_text(tmp / "batch.json", R"({"input_ids": [[101, 1037, 102]]})");
+  r = run_bertfit("forward --model " + st + " --batch " + (tmp / "batch.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["logits"][0].size(), 16u);
+  // A classifier is not an embedding model.
+  init_tiny_model(tmp / "cls", "bert");
+  r = run_bertfit("embed --model " + (tmp / "cls") + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is a sequence classifier; `bertfit embed` needs a sentence-transformers "
+                       "folder"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
+  TempDir tmp;
+  const std::string input = write_texts(tmp);
+  const auto want = expected();
+  ServeProcess server("--model " + golden() + "/model --max-batch-tokens 4096");
+  ASSERT_TRUE(server.started()) << server.err();
+  HttpClient client(server.port());
+  const std::vector<std::string> all = texts();
+  HttpReply r = client.post("/embed", json{{"inputs", all}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json vectors = json::parse(r.body);
+  ASSERT_EQ(vectors.size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_LE(max_abs_diff(vectors[i].get<std::vector<float>>(), want[i]), 1e-5) << i;
+  }
+  // One text: still a list of vectors.
+  r = client.post("/embed", json{{"inputs", all[0]}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body).size(), 1u);
+  // dimensions: the first values, renormalized.
+  r = client.post("/embed", json{{"inputs", all[0]}, {"dimensions", 4}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto cut = json::parse(r.body)[0].get<std::vector<float>>();
+  ASSERT_EQ(cut.size(), 4u);
+  double norm = 0;
+  for (int k = 0; k < 4; ++k) norm += double{want[0][k]} * want[0][k];
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(cut[k], want[0][k] / std::sqrt(norm), 1e-5);
+  // Refusals.
+  for (const auto& [body, status] :
+       {std::pair{json{{"inputs", "a"}, {"dimensions", 17}}.dump(), 422},
+        std::pair{json{{"inputs", "a"}, {"prompt_name", "query"}}.dump(), 422},
+        std::pair{json{{"inputs", {1, 2}}}.dump(), 400},
+        std::pair{json{{"inputs", json::array()}}.dump(), 400}}) {
+    r = client.post("/embed", body);
+    EXPECT_EQ(r.status, status) << body << ": " << r.body;
+  }
+  r = client.post("/predict", json{{"inputs", "a"}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("sentence embedder: /predict needs a classifier; use /embed"),
+            std::string::npos)
+      << r.body;
+  const json info = json::parse(client.get("/info").body);
+  EXPECT_EQ(info["task"], "feature-extraction");
+  EXPECT_EQ(info["model_type"]["embedding"]["pooling"], "mean");
+  // A classifier's server refuses /embed, naming what the model is.
+  init_tiny_model(tmp / "cls", "bert");
+  ServeProcess classifier("--model " + (tmp / "cls"));
+  ASSERT_TRUE(classifier.started()) << classifier.err();
+  HttpClient c2(classifier.port());
+  r = c2.post("/embed", json{{"inputs", "a"}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("the model is a sequence classifier: /embed needs an embedding model"),
+            std::string::npos)
+      << r.body;
+}
+
+}  // namespace
+}  // namespace bertfit::testing
