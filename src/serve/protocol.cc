@@ -60,6 +60,14 @@ std::optional<std::string> optional_string(const json& j, const char* key) {
   return it->get<std::string>();
 }
 
+// "dimensions": an integer or null (the service checks its range).
+std::optional<int> optional_dimensions(const json& j) {
+  auto dims = j.find("dimensions");
+  if (dims == j.end() || dims->is_null()) return std::nullopt;
+  if (!dims->is_number_integer()) bad_request("`dimensions` must be an integer");
+  return static_cast<int>(std::clamp<std::int64_t>(dims->get<std::int64_t>(), -1, 1 << 30));
+}
+
 // "truncation_direction": "right" (default) or "left", either capitalized.
 TruncationDirection direction_of(const json& j) {
   auto dir = j.find("truncation_direction");
@@ -68,6 +76,33 @@ TruncationDirection direction_of(const json& j) {
   if (word == "right" || word == "Right") return TruncationDirection::kRight;
   if (word == "left" || word == "Left") return TruncationDirection::kLeft;
   bad_request("`truncation_direction` must be \"right\" or \"left\"");
+}
+
+void check_batch_size(std::size_t n, int max_client_batch_size, const char* key = "inputs") {
+  if (n == 0) throw ApiError(400, "empty", cat("`", key, "` cannot be empty"));
+  if (n > static_cast<std::size_t>(max_client_batch_size)) {
+    throw ApiError(413, "validation",
+                   cat("batch size ", n, " > maximum allowed batch size ", max_client_batch_size));
+  }
+}
+
+// A text or a non-empty list of texts under `key`.
+std::vector<std::string> texts_at(const json& j, const char* key, int max_client_batch_size) {
+  auto inputs = j.find(key);
+  if (inputs == j.end()) bad_request(cat("missing field `", key, "`"));
+  std::vector<std::string> texts;
+  if (inputs->is_string()) {
+    texts.push_back(inputs->get<std::string>());
+  } else if (inputs->is_array()) {
+    check_batch_size(inputs->size(), max_client_batch_size, key);
+    for (const json& t : *inputs) {
+      if (!t.is_string()) bad_request(cat("`", key, "` must be a text or a list of texts"));
+      texts.push_back(t.get<std::string>());
+    }
+  } else {
+    bad_request(cat("`", key, "` must be a text or a list of texts"));
+  }
+  return texts;
 }
 
 // One element of a batch: "text", ["text"] or ["a", "b"].
@@ -80,14 +115,6 @@ TextInput sequence(const json& j, std::size_t index) {
     return in;
   }
   bad_request(cat("`inputs[", index, "]` must be a text, [text] or [text, text_pair]"));
-}
-
-void check_batch_size(std::size_t n, int max_client_batch_size) {
-  if (n == 0) throw ApiError(400, "empty", "`inputs` cannot be empty");
-  if (n > static_cast<std::size_t>(max_client_batch_size)) {
-    throw ApiError(413, "validation",
-                   cat("batch size ", n, " > maximum allowed batch size ", max_client_batch_size));
-  }
 }
 
 }  // namespace
@@ -161,48 +188,33 @@ PredictRequest decode_predict_request(std::string_view body, int max_client_batc
 EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   EmbedRequest r;
-  auto inputs = j.find("inputs");
-  if (inputs == j.end()) bad_request("missing field `inputs`");
-  if (inputs->is_string()) {
-    r.inputs.push_back(inputs->get<std::string>());
-  } else if (inputs->is_array()) {
-    check_batch_size(inputs->size(), max_client_batch_size);
-    for (const json& t : *inputs) {
-      if (!t.is_string()) bad_request("`inputs` must be a text or a list of texts");
-      r.inputs.push_back(t.get<std::string>());
-    }
-  } else {
-    bad_request("`inputs` must be a text or a list of texts");
-  }
+  r.inputs = texts_at(j, "inputs", max_client_batch_size);
   r.normalize = optional_bool(j, "normalize").value_or(true);
   r.truncate = optional_bool(j, "truncate");
   r.direction = direction_of(j);
   r.prompt_name = optional_string(j, "prompt_name");
-  auto dims = j.find("dimensions");
-  if (dims != j.end() && !dims->is_null()) {
-    if (!dims->is_number_integer()) bad_request("`dimensions` must be an integer");
-    const auto d = dims->get<std::int64_t>();
-    r.dimensions = static_cast<int>(std::clamp<std::int64_t>(d, -1, 1 << 30));
+  r.dimensions = optional_dimensions(j);
+  return r;
+}
+
+OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  OpenAiEmbedRequest r;
+  r.inputs = texts_at(j, "input", max_client_batch_size);
+  r.model = optional_string(j, "model").value_or("");
+  const std::string format = optional_string(j, "encoding_format").value_or("float");
+  if (format != "float" && format != "base64") {
+    bad_request("`encoding_format` must be \"float\" or \"base64\"");
   }
+  r.base64 = format == "base64";
+  r.dimensions = optional_dimensions(j);
   return r;
 }
 
 TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   TokenizeRequest r;
-  auto inputs = j.find("inputs");
-  if (inputs == j.end()) bad_request("missing field `inputs`");
-  if (inputs->is_string()) {
-    r.inputs.push_back(inputs->get<std::string>());
-  } else if (inputs->is_array()) {
-    check_batch_size(inputs->size(), max_client_batch_size);
-    for (const json& t : *inputs) {
-      if (!t.is_string()) bad_request("`inputs` must be a text or a list of texts");
-      r.inputs.push_back(t.get<std::string>());
-    }
-  } else {
-    bad_request("`inputs` must be a text or a list of texts");
-  }
+  r.inputs = texts_at(j, "inputs", max_client_batch_size);
   r.add_special_tokens = optional_bool(j, "add_special_tokens").value_or(true);
   return r;
 }

@@ -91,6 +91,16 @@ struct EmbedRequest {
 };
 EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size);
 
+// POST /v1/embeddings, OpenAI's form (which TEI serves too): {"input": "text" | ["text", ...],
+// "model": "name" (echoed), "encoding_format": "float" | "base64", "dimensions": int|null}.
+struct OpenAiEmbedRequest {
+  std::vector<std::string> inputs;
+  std::string model;
+  bool base64 = false;  // each vector as base64 of its little-endian float32 bytes
+  std::optional<int> dimensions;
+};
+OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_client_batch_size);
+
 // POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the
 // answer is always a list, one token list per input. Same errors as decode_predict_request.
 struct TokenizeRequest {

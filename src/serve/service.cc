@@ -2,6 +2,8 @@
 #include "serve/service.h"
 
 #include <algorithm>
+#include <boost/archive/iterators/base64_from_binary.hpp>
+#include <boost/archive/iterators/transform_width.hpp>
 #include <cctype>
 #include <cmath>
 #include <memory>
@@ -48,6 +50,18 @@ class InFlight {
   Metrics& metrics_;
   int value_;
 };
+
+// Base64 (RFC 4648, with padding) of a vector's little-endian float32 bytes, as OpenAI's
+// encoding_format "base64" sends it.
+std::string base64_of(const std::vector<float>& v) {
+  using namespace boost::archive::iterators;
+  using Encode = base64_from_binary<transform_width<const unsigned char*, 6, 8>>;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  const std::size_t n = v.size() * sizeof(float);
+  std::string out(Encode(bytes), Encode(bytes + n));
+  out.append((3 - n % 3) % 3, '=');
+  return out;
+}
 
 // Compares without an early exit, so the time taken does not tell how much of a key matched.
 bool equal_constant_time(const std::string& a, const std::string& b) {
@@ -96,8 +110,9 @@ bool Service::authorized(const HttpRequest& req) const {
 void Service::handle(HttpRequest req, Respond respond) {
   const std::string path = path_of(req.target);
   const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
-  const bool known = is_predict || path == "/embed" || path == "/tokenize" || path == "/health" ||
-                     path == "/info" || path == "/metrics";
+  const bool known = is_predict || path == "/embed" || path == "/v1/embeddings" ||
+                     path == "/tokenize" || path == "/health" || path == "/info" ||
+                     path == "/metrics";
   const std::string route =
       known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
   Metrics& metrics = metrics_;
@@ -107,7 +122,8 @@ void Service::handle(HttpRequest req, Respond respond) {
   };
   try {
     if (!known) throw ApiError(404, "not_found", "no route " + path);
-    const bool post = is_predict || path == "/embed" || path == "/tokenize";
+    const bool post =
+        is_predict || path == "/embed" || path == "/v1/embeddings" || path == "/tokenize";
     if (req.method != (post ? "POST" : "GET")) {
       throw ApiError(405, "method_not_allowed",
                      cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
@@ -117,6 +133,7 @@ void Service::handle(HttpRequest req, Respond respond) {
     }
     if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
     if (path == "/embed") return embed(req, finish);
+    if (path == "/v1/embeddings") return openai_embed(req, finish);
     if (path == "/health") return finish(health());
     if (path == "/tokenize") return finish(tokenize(req));
     if (path == "/info") return finish(info());
@@ -259,15 +276,7 @@ void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
 }
 
 void Service::embed(const HttpRequest& req, Respond respond) {
-  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
-  if (place->value() > options_.max_concurrent_requests) {
-    throw ApiError(429, "overloaded", "Model is overloaded");
-  }
-  if (!embedder_) {
-    throw ApiError(400, "validation",
-                   cat("the model is a ", head_kind_noun(config_.head),
-                       ": /embed needs an embedding model (a sentence-transformers folder)"));
-  }
+  require_embedder("/embed");
   EmbedRequest request = decode_embed_request(req.body, options_.max_client_batch_size);
   const std::string name = request.prompt_name.value_or(options_.default_prompt_name);
   std::string prompt;
@@ -281,23 +290,68 @@ void Service::embed(const HttpRequest& req, Respond respond) {
     }
     prompt = it->second;
   }
-  const int D = model_head(config_).output_width(config_);
-  if (request.dimensions && (*request.dimensions < 1 || *request.dimensions > D)) {
-    throw ApiError(422, "validation",
-                   cat("Input validation error: `dimensions` must be in [1, ", D, "], got ",
-                       *request.dimensions));
+  embed_texts(req, std::move(respond), std::move(request.inputs), prompt, request.normalize,
+              request.dimensions, request.truncate, request.direction,
+              [](std::vector<std::vector<float>> vectors, std::int64_t /*tokens*/) {
+                // TEI's answer: a list of vectors, one per input.
+                return json(std::move(vectors)).dump();
+              });
+}
+
+void Service::openai_embed(const HttpRequest& req, Respond respond) {
+  require_embedder("/v1/embeddings");
+  OpenAiEmbedRequest request =
+      decode_openai_embed_request(req.body, options_.max_client_batch_size);
+  const std::string model = request.model.empty() ? info_.model_id : request.model;
+  const bool base64 = request.base64;
+  embed_texts(
+      req, std::move(respond), std::move(request.inputs), "", /*normalize=*/true,
+      request.dimensions, std::nullopt, TruncationDirection::kRight,
+      [model, base64](std::vector<std::vector<float>> vectors, std::int64_t tokens) {
+        json data = json::array();
+        for (std::size_t i = 0; i < vectors.size(); ++i) {
+          json vector = base64 ? json(base64_of(vectors[i])) : json(std::move(vectors[i]));
+          data.push_back({{"object", "embedding"}, {"embedding", std::move(vector)}, {"index", i}});
+        }
+        return json{{"object", "list"},
+                    {"data", std::move(data)},
+                    {"model", model},
+                    {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}
+            .dump(-1, ' ', false, json::error_handler_t::replace);
+      });
+}
+
+void Service::require_embedder(const char* route) const {
+  if (embedder_) return;
+  throw ApiError(400, "validation",
+                 cat("the model is a ", head_kind_noun(config_.head), ": ", route,
+                     " needs an embedding model (a sentence-transformers folder)"));
+}
+
+void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
+                          const std::string& prompt, bool normalize, std::optional<int> dimensions,
+                          std::optional<bool> truncate, TruncationDirection direction,
+                          EmbedAnswer answer) {
+  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
+  if (place->value() > options_.max_concurrent_requests) {
+    throw ApiError(429, "overloaded", "Model is overloaded");
   }
-  const int dims = request.dimensions.value_or(D);
+  const int D = model_head(config_).output_width(config_);
+  if (dimensions && (*dimensions < 1 || *dimensions > D)) {
+    throw ApiError(
+        422, "validation",
+        cat("Input validation error: `dimensions` must be in [1, ", D, "], got ", *dimensions));
+  }
+  const int dims = dimensions.value_or(D);
   std::vector<TextInput> inputs;
-  for (std::string& text : request.inputs) inputs.push_back({prompt + text, std::nullopt});
-  const bool truncate = request.truncate.value_or(options_.auto_truncate);
-  const bool normalize = request.normalize;
-  submit(req, std::move(place), inputs, truncate, request.direction, /*with_offsets=*/false,
-         std::move(respond), [D, dims, normalize](const Job& done) {
-           // TEI's answer: a list of vectors, one per input; the first `dimensions` values,
-           // L2-normalized when asked (a model with a Normalize module is normalized already,
-           // before the cut).
-           json list = json::array();
+  for (std::string& text : texts) inputs.push_back({prompt + text, std::nullopt});
+  submit(req, std::move(place), inputs, truncate.value_or(options_.auto_truncate), direction,
+         /*with_offsets=*/false, std::move(respond),
+         [D, dims, normalize, answer = std::move(answer)](const Job& done) {
+           // The first `dims` values of each vector, L2-normalized when asked (a model with a
+           // Normalize module is normalized already, before the cut).
+           std::vector<std::vector<float>> vectors;
+           std::int64_t tokens = 0;
            for (std::size_t i = 0; i < done.inputs.size(); ++i) {
              const float* v = done.logits.data() + done.row_start[i] * D;
              std::vector<float> out(v, v + dims);
@@ -307,9 +361,10 @@ void Service::embed(const HttpRequest& req, Respond respond) {
                const double n = std::max(std::sqrt(sq), 1e-12);
                for (float& x : out) x = static_cast<float>(x / n);
              }
-             list.push_back(std::move(out));
+             vectors.push_back(std::move(out));
+             tokens += static_cast<std::int64_t>(done.inputs[i].input_ids.size());
            }
-           return list.dump();
+           return answer(std::move(vectors), tokens);
          });
 }
 

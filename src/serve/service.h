@@ -11,6 +11,8 @@
 //   POST /embed                                an embedding model's vector per input (TEI's
 //                                              /embed: normalize, truncate, prompt_name,
 //                                              dimensions)
+//   POST /v1/embeddings                        the same in OpenAI's form (input, model,
+//                                              encoding_format float or base64, dimensions)
 //   POST /tokenize                             the model's tokens per input
 //   GET  /health                               200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
@@ -30,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,6 +107,15 @@ class Service {
  private:
   void predict(const HttpRequest& req, Respond respond);
   void embed(const HttpRequest& req, Respond respond);
+  void openai_embed(const HttpRequest& req, Respond respond);
+  // ApiError 400 naming the model's head unless it is an embedding model.
+  void require_embedder(const char* route) const;
+  // The body of an embedding answer from the vectors and the inputs' token count.
+  using EmbedAnswer = std::function<std::string(std::vector<std::vector<float>>, std::int64_t)>;
+  // Embeds prompt + each text; each vector cut to `dimensions` and normalized when asked.
+  void embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
+                   const std::string& prompt, bool normalize, std::optional<int> dimensions,
+                   std::optional<bool> truncate, TruncationDirection direction, EmbedAnswer answer);
   // Encodes the inputs, queues them as one Job and answers with format(done) when it is computed
   // (or the timeout, failure and overload answers); place is held until then.
   void submit(const HttpRequest& req, std::shared_ptr<void> place,

@@ -2,11 +2,13 @@
 // golden sentence-transformers folder (BERT, mean pooling, Normalize) give sentence-transformers
 // 2.2.2's encode() of its 16 texts (≤ 1e-5 abs in fp32; bf16 and int8 within their rounding);
 // the flags (--normalize, --prompt-name, --id-column, --skip-malformed, --max-seq-len, --output)
-// and /embed's options (normalize, dimensions, prompt_name, truncate) do what they say; the
+// and /embed's options (normalize, dimensions, prompt_name, truncate) do what they say, OpenAI's
+// /v1/embeddings gives the same vectors (floats or base64); the
 // wrong route or command for a model's head is one clear refusal.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -51,6 +53,25 @@ std::vector<json> lines_of(const std::string& out) {
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
   return lines;
+}
+
+// The float32 values of a base64 string (RFC 4648, padded), decoded here independently.
+std::vector<float> floats_of_base64(const std::string& text) {
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes;
+  unsigned bits = 0, value = 0;
+  for (char ch : text) {
+    if (ch == '=') break;
+    value = (value << 6) | static_cast<unsigned>(alphabet.find(ch));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes.push_back(static_cast<char>((value >> bits) & 0xFF));
+    }
+  }
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -217,6 +238,24 @@ TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
     r = client.post("/embed", body);
     EXPECT_EQ(r.status, status) << body << ": " << r.body;
   }
+  // OpenAI's form: the same vectors, as floats or base64 of their float32 bytes.
+  r = client.post("/v1/embeddings", json{{"input", all}, {"model", "m"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json openai = json::parse(r.body);
+  EXPECT_EQ(openai["object"], "list");
+  EXPECT_EQ(openai["model"], "m");
+  ASSERT_EQ(openai["data"].size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(openai["data"][i]["index"], i);
+    EXPECT_EQ(openai["data"][i]["embedding"], vectors[i]);
+  }
+  EXPECT_GT(openai["usage"]["prompt_tokens"].get<int>(), static_cast<int>(all.size()) * 3);
+  r = client.post("/v1/embeddings", json{{"input", all[1]}, {"encoding_format", "base64"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(floats_of_base64(json::parse(r.body)["data"][0]["embedding"]),
+            vectors[1].get<std::vector<float>>());
+  r = client.post("/v1/embeddings", json{{"input", "a"}, {"encoding_format", "int8"}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
   r = client.post("/predict", json{{"inputs", "a"}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("sentence embedder: /predict needs a classifier; use /embed"),
@@ -230,6 +269,8 @@ TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
   ServeProcess classifier("--model " + (tmp / "cls"));
   ASSERT_TRUE(classifier.started()) << classifier.err();
   HttpClient c2(classifier.port());
+  r = c2.post("/v1/embeddings", json{{"input", "a"}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
   r = c2.post("/embed", json{{"inputs", "a"}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("the model is a sequence classifier: /embed needs an embedding model"),
