@@ -1,7 +1,7 @@
-// libFuzzer target: arbitrary bytes as the body of POST /predict, /embed, /v1/embeddings and
-// /tokenize (serve/protocol.h), and each decoded input encoded for a model of 64 positions with and
-// without truncation, in both directions; also as a token classifier reads it (texts only, with
-// offsets inside the text). A body either decodes or is refused with an ApiError
+// libFuzzer target: arbitrary bytes as the body of POST /predict, /embed, /v1/embeddings,
+// /rerank and /tokenize (serve/protocol.h), and each decoded input encoded for a model of 64
+// positions with and without truncation, in both directions; also as a token classifier reads it
+// (texts only, with offsets inside the text). A body either decodes or is refused with an ApiError
 // of a 4xx status; nothing else may escape. Checks: a decoded request has 1..max inputs, an
 // encoding fits max_len and starts with [CLS], a refusal's error body is JSON. The vocabulary is
 // bert-base-uncased from $BERTFIT_FUZZ_VOCAB, else BERTFIT_SHARED_DIR/data/vocab/.
@@ -76,6 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     EmbedRequest e = decode_embed_request(body, kMaxBatch);
     if (e.inputs.empty() || e.inputs.size() > kMaxBatch) std::abort();
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  try {
+    RerankRequest e = decode_rerank_request(body, kMaxBatch);
+    if (e.texts.empty() || e.texts.size() > kMaxBatch) std::abort();
   } catch (const ApiError& e) {
     check_refusal(e);
   }

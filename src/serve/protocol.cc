@@ -211,6 +211,22 @@ OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_cl
   return r;
 }
 
+RerankRequest decode_rerank_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  RerankRequest r;
+  auto query = j.find("query");
+  if (query == j.end() || !query->is_string()) bad_request("`query` must be a text");
+  r.query = query->get<std::string>();
+  auto texts = j.find("texts");
+  if (texts == j.end() || !texts->is_array()) bad_request("`texts` must be a list of texts");
+  r.texts = texts_at(j, "texts", max_client_batch_size);
+  r.truncate = optional_bool(j, "truncate");
+  r.direction = direction_of(j);
+  r.raw_scores = optional_bool(j, "raw_scores").value_or(false);
+  r.return_text = optional_bool(j, "return_text").value_or(false);
+  return r;
+}
+
 TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   TokenizeRequest r;

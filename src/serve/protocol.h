@@ -101,6 +101,19 @@ struct OpenAiEmbedRequest {
 };
 OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_client_batch_size);
 
+// POST /rerank: {"query": "text", "texts": ["text", ...], "truncate": bool|null,
+// "truncation_direction", "raw_scores": bool, "return_text": bool}; each text is scored as the
+// pair (query, text). Same errors as decode_predict_request (the batch is `texts`).
+struct RerankRequest {
+  std::string query;
+  std::vector<std::string> texts;
+  std::optional<bool> truncate;
+  TruncationDirection direction = TruncationDirection::kRight;
+  bool raw_scores = false;
+  bool return_text = false;
+};
+RerankRequest decode_rerank_request(std::string_view body, int max_client_batch_size);
+
 // POST /tokenize: {"inputs": "text" | ["text", ...], "add_special_tokens": bool (true)}; the
 // answer is always a list, one token list per input. Same errors as decode_predict_request.
 struct TokenizeRequest {

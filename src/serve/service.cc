@@ -111,8 +111,8 @@ void Service::handle(HttpRequest req, Respond respond) {
   const std::string path = path_of(req.target);
   const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
   const bool known = is_predict || path == "/embed" || path == "/v1/embeddings" ||
-                     path == "/tokenize" || path == "/health" || path == "/info" ||
-                     path == "/metrics";
+                     path == "/rerank" || path == "/tokenize" || path == "/health" ||
+                     path == "/info" || path == "/metrics";
   const std::string route =
       known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
   Metrics& metrics = metrics_;
@@ -122,8 +122,8 @@ void Service::handle(HttpRequest req, Respond respond) {
   };
   try {
     if (!known) throw ApiError(404, "not_found", "no route " + path);
-    const bool post =
-        is_predict || path == "/embed" || path == "/v1/embeddings" || path == "/tokenize";
+    const bool post = is_predict || path == "/embed" || path == "/v1/embeddings" ||
+                      path == "/rerank" || path == "/tokenize";
     if (req.method != (post ? "POST" : "GET")) {
       throw ApiError(405, "method_not_allowed",
                      cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
@@ -134,6 +134,7 @@ void Service::handle(HttpRequest req, Respond respond) {
     if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
     if (path == "/embed") return embed(req, finish);
     if (path == "/v1/embeddings") return openai_embed(req, finish);
+    if (path == "/rerank") return rerank(req, finish);
     if (path == "/health") return finish(health());
     if (path == "/tokenize") return finish(tokenize(req));
     if (path == "/info") return finish(info());
@@ -319,6 +320,44 @@ void Service::openai_embed(const HttpRequest& req, Respond respond) {
                     {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}
             .dump(-1, ' ', false, json::error_handler_t::replace);
       });
+}
+
+void Service::rerank(const HttpRequest& req, Respond respond) {
+  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
+  if (place->value() > options_.max_concurrent_requests) {
+    throw ApiError(429, "overloaded", "Model is overloaded");
+  }
+  if (embedder_ || tagger_ || config_.num_labels != 1) {
+    throw ApiError(400, "validation",
+                   cat("the model is a ", head_kind_noun(config_.head), " of ",
+                       model_head(config_).output_width(config_),
+                       " outputs: /rerank needs a cross-encoder (a sequence classifier with one "
+                       "output)"));
+  }
+  RerankRequest request = decode_rerank_request(req.body, options_.max_client_batch_size);
+  std::vector<TextInput> inputs;
+  for (const std::string& text : request.texts) inputs.push_back({request.query, text});
+  auto texts = std::make_shared<std::vector<std::string>>(std::move(request.texts));
+  const bool raw = request.raw_scores, with_text = request.return_text;
+  submit(req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
+         request.direction, /*with_offsets=*/false, std::move(respond),
+         [texts, raw, with_text](const Job& done) {
+           // TEI's answer: [{"index", "score", "text"?}] by descending score (ties: input order).
+           std::vector<std::pair<double, std::size_t>> scores;
+           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
+             const double logit = done.logits[done.row_start[i]];
+             scores.emplace_back(raw ? logit : 1.0 / (1.0 + std::exp(-logit)), i);
+           }
+           std::stable_sort(scores.begin(), scores.end(),
+                            [](const auto& x, const auto& y) { return x.first > y.first; });
+           json list = json::array();
+           for (const auto& [score, i] : scores) {
+             json item = {{"index", i}, {"score", score}};
+             if (with_text) item["text"] = (*texts)[i];
+             list.push_back(std::move(item));
+           }
+           return list.dump(-1, ' ', false, json::error_handler_t::replace);
+         });
 }
 
 void Service::require_embedder(const char* route) const {

@@ -13,6 +13,9 @@
 //                                              dimensions)
 //   POST /v1/embeddings                        the same in OpenAI's form (input, model,
 //                                              encoding_format float or base64, dimensions)
+//   POST /rerank                               a cross-encoder's (a one-output sequence
+//                                              classifier's) score of (query, text) per text,
+//                                              sigmoid unless raw_scores, sorted, with index
 //   POST /tokenize                             the model's tokens per input
 //   GET  /health                               200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
@@ -108,6 +111,7 @@ class Service {
   void predict(const HttpRequest& req, Respond respond);
   void embed(const HttpRequest& req, Respond respond);
   void openai_embed(const HttpRequest& req, Respond respond);
+  void rerank(const HttpRequest& req, Respond respond);
   // ApiError 400 naming the model's head unless it is an embedding model.
   void require_embedder(const char* route) const;
   // The body of an embedding answer from the vectors and the inputs' token count.

@@ -7,6 +7,7 @@
 // wrong route or command for a model's head is one clear refusal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -274,6 +275,72 @@ TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
   r = c2.post("/embed", json{{"inputs", "a"}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("the model is a sequence classifier: /embed needs an embedding model"),
+            std::string::npos)
+      << r.body;
+}
+
+// /rerank on a cross-encoder (a sequence classifier with one output): the sigmoid of `predict`'s
+// score of each (query, text) pair (raw with raw_scores), sorted by score with each text's index
+// (and text with return_text); any other model is refused naming what it is.
+TEST(EmbedCli, RerankEqualsPredictsPairScoresSorted) {
+  TempDir tmp;
+  const std::string model = tmp / "cross";
+  init_tiny_model(model, "bert", 1);
+  const std::string query = "what is a charming journey";
+  const std::vector<std::string> docs = {"a charming and affecting journey", "unflinchingly bleak",
+                                         "taxes with your ex-wife", "", "a charming journey"};
+  std::string csv = "q,t\n";
+  for (const std::string& d : docs) csv += "\"" + query + "\",\"" + d + "\"\n";
+  write_text(tmp / "pairs.csv", csv);
+  RunResult p = run_bertfit("predict --model " + model + " --input " + (tmp / "pairs.csv") +
+                            " --text-a-column q --text-b-column t");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::vector<json> lines = lines_of(p.out);
+  ASSERT_EQ(lines.size(), docs.size());
+  ServeProcess server("--model " + model);
+  ASSERT_TRUE(server.started()) << server.err();
+  HttpClient client(server.port());
+  for (bool raw : {false, true}) {
+    SCOPED_TRACE(raw);
+    HttpReply r = client.post(
+        "/rerank",
+        json{{"query", query}, {"texts", docs}, {"raw_scores", raw}, {"return_text", raw}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json ranked = json::parse(r.body);
+    ASSERT_EQ(ranked.size(), docs.size());
+    double previous = 1e300;
+    std::vector<bool> seen(docs.size(), false);
+    for (const json& item : ranked) {
+      const std::size_t i = item["index"];
+      ASSERT_LT(i, docs.size());
+      seen[i] = true;
+      const double logit = lines[i]["score"];
+      const double want = raw ? logit : 1.0 / (1.0 + std::exp(-logit));
+      EXPECT_NEAR(item["score"].get<double>(), want, 1e-5) << item;
+      EXPECT_LE(item["score"].get<double>(), previous);
+      previous = item["score"];
+      EXPECT_EQ(item.contains("text"), raw);
+      if (raw) {
+        EXPECT_EQ(item["text"], docs[i]);
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(docs.size()));
+  }
+  for (const auto& [body, status] :
+       {std::pair{json{{"query", "q"}}.dump(), 400},
+        std::pair{json{{"query", "q"}, {"texts", json::array()}}.dump(), 400},
+        std::pair{json{{"query", 1}, {"texts", {"a"}}}.dump(), 400}}) {
+    HttpReply r = client.post("/rerank", body);
+    EXPECT_EQ(r.status, status) << body << ": " << r.body;
+  }
+  // A classifier of two labels is no cross-encoder.
+  init_tiny_model(tmp / "two", "bert", 2);
+  ServeProcess two("--model " + (tmp / "two"));
+  ASSERT_TRUE(two.started()) << two.err();
+  HttpClient c2(two.port());
+  HttpReply r = c2.post("/rerank", json{{"query", "q"}, {"texts", {"a"}}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("sequence classifier of 2 outputs: /rerank needs a cross-encoder"),
             std::string::npos)
       << r.body;
 }
