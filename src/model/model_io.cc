@@ -318,7 +318,8 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   const Checkpoint checkpoint = open_weights(dir, weights);
   ModelConfig config = options.config ? *options.config : parse_model_config_json(hf, config_path);
   std::optional<SentenceTransformerSpec> st = read_sentence_transformer(dir);
-  if (st && !options.config) {
+  const bool st_model = st && !options.config;  // the folder's modules decide the model
+  if (st_model) {
     use_sentence_transformer(*st, dir, config);
   } else if (!options.config && architecture_of(hf, *config.family, config_path).empty()) {
     config.head = head_from_tensors(checkpoint, config);
@@ -328,6 +329,9 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   // The folder's own architectures decide whose head its weights hold, whichever config runs.
   state.config.other_architecture =
       other_architecture(hf, *state.config.family, state.config.head, config_path);
+  // sentence-transformers' Transformer module loads the base model (AutoModel) whatever class
+  // config.json names (a BertForMaskedLM it was trained from): the modules decide.
+  if (st_model) state.config.other_architecture.clear();
   state.hf_config = std::move(hf);
   const std::string& weights_path = checkpoint.path();
   CheckpointMatch match =
@@ -349,11 +353,10 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
     }
   }
   say_new_head(match, state.config, state.layout, dir);
-  if (state.sentence_transformer) {
-    // sentence-transformers' Transformer module holds the base model, pooler included, and
-    // never reads the pooler: not worth a warning.
-    std::erase_if(match.ignored,
-                  [](const std::string& n) { return n.find("pooler.") != std::string::npos; });
+  if (st_model) {
+    // sentence-transformers' Transformer module loads the base model and never reads the
+    // pooler (nor a pre-training head the file may still hold): not worth a warning.
+    match.ignored.clear();
   }
   if (!match.ignored.empty()) {
     const std::string& other = state.config.other_architecture;

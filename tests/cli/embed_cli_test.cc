@@ -130,6 +130,17 @@ TEST(EmbedCli, FlagsAndRefusals) {
   double sq = 0;
   for (float v : plain) sq += double{v} * v;
   EXPECT_NEAR(sq, 1.0, 1e-5);
+  // config.json naming the checkpoint it came from (a masked LM) changes nothing: the modules
+  // decide, as sentence-transformers loads the base model whatever the class.
+  json config = json::parse(read_text(model + "/config.json"));
+  config["architectures"] = {"BertForMaskedLM"};
+  write_text(model + "/config.json", config.dump());
+  write_text(tmp / "one.csv", "text\na charming journey\n");
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(lines_of(r.out)[0]["embedding"], json(plain));
   // --prompt-name puts the prompt's text first: the same as embedding "query: " + text.
   write_text(tmp / "one.csv", "text\na charming journey\n");
   write_text(tmp / "prefixed.csv", "text\nquery: a charming journey\n");
