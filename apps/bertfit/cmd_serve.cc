@@ -222,11 +222,12 @@ void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serve a classification model over HTTP with Hugging Face text-embeddings-inference's "
-      "routes: POST /predict (also / and /invocations), POST /tokenize, GET /health, /info and "
-      "/metrics. A sequence classifier answers each input's label scores (TEI's answer); a "
-      "token classifier each text's entities with character offsets (the Hub's "
-      "token-classification answer; `aggregation_strategy` in the request, default simple). "
+      "Serve a model over HTTP with Hugging Face text-embeddings-inference's routes: POST "
+      "/predict (also / and /invocations), /embed, /v1/embeddings, /rerank and /tokenize, GET "
+      "/health, /info and /metrics. A sequence classifier answers each input's label scores "
+      "(TEI's answer; a one-output one also /rerank); a token classifier each text's entities "
+      "with character offsets (the Hub's token-classification answer; `aggregation_strategy` in "
+      "the request, default simple); a sentence-transformers folder /embed and /v1/embeddings. "
       "Requests are batched dynamically on one compute worker. Prints `serve: listening on "
       "HOST:PORT` on stderr when ready; SIGINT or SIGTERM stops it after the requests in flight "
       "are answered. A model without a trained head is refused at start.");
