@@ -90,10 +90,8 @@ void run(const EmbedOptions& o) {
     std::vector<float> v(vectors.begin() + static_cast<std::ptrdiff_t>(i) * D,
                          vectors.begin() + static_cast<std::ptrdiff_t>(i + 1) * D);
     if (o.normalize && !state.config.normalize) {
-      double sq = 0;
-      for (float x : v) sq += double{x} * x;
-      const double n = std::max(std::sqrt(sq), 1e-12);
-      for (float& x : v) x = static_cast<float>(x / n);
+      const float n = l2_norm(v.data(), D);
+      for (float& x : v) x /= n;
     }
     nlohmann::json j{{"row", table.row_numbers[i]}};
     if (!o.id_column.empty()) j["id"] = table.rows[i].back();

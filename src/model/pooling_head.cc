@@ -12,7 +12,7 @@
 namespace bertfit {
 namespace {
 
-// sentence-transformers' Normalize: F.normalize(x, p=2, dim=1), x / max(‖x‖, 1e-12).
+// F.normalize's floor of the norm (l2_norm).
 constexpr float kNormEps = 1e-12f;
 
 class PoolingHead final : public Head {
@@ -108,9 +108,7 @@ class PoolingHead final : public Head {
         std::memcpy(out, in, sizeof(float) * D);
         continue;
       }
-      double sq = 0;
-      for (int k = 0; k < D; ++k) sq += double{in[k]} * in[k];
-      h.norms[b] = std::max(static_cast<float>(std::sqrt(sq)), kNormEps);
+      h.norms[b] = l2_norm(in, D);
       for (int k = 0; k < D; ++k) out[k] = in[k] / h.norms[b];
     }
   }
@@ -188,6 +186,12 @@ class PoolingHead final : public Head {
 };
 
 }  // namespace
+
+float l2_norm(const float* v, std::int64_t n) {
+  double sq = 0;
+  for (std::int64_t k = 0; k < n; ++k) sq += double{v[k]} * v[k];
+  return std::max(static_cast<float>(std::sqrt(sq)), kNormEps);
+}
 
 const Head& pooling_head() {
   static const PoolingHead head;

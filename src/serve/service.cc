@@ -395,10 +395,8 @@ void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<s
              const float* v = done.logits.data() + done.row_start[i] * D;
              std::vector<float> out(v, v + dims);
              if (normalize) {
-               double sq = 0;
-               for (float x : out) sq += double{x} * x;
-               const double n = std::max(std::sqrt(sq), 1e-12);
-               for (float& x : out) x = static_cast<float>(x / n);
+               const float n = l2_norm(out.data(), dims);
+               for (float& x : out) x /= n;
              }
              vectors.push_back(std::move(out));
              tokens += static_cast<std::int64_t>(done.inputs[i].input_ids.size());
