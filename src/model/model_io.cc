@@ -273,8 +273,8 @@ HeadKind head_from_tensors(const Checkpoint& checkpoint, const ModelConfig& conf
   return complete.size() == 1 ? complete[0] : config.head;
 }
 
-// A sentence-transformers folder's model: the encoder with the embedding head of its pooling
-// and Normalize modules. What bertfit cannot run yet is refused in one line naming the module.
+}  // namespace
+
 void use_sentence_transformer(const SentenceTransformerSpec& st, const std::string& dir,
                               ModelConfig& config) {
   const std::string modules = join_path(dir, "modules.json");
@@ -306,8 +306,6 @@ void use_sentence_transformer(const SentenceTransformerSpec& st, const std::stri
   config.normalize = st.normalize;
 }
 
-}  // namespace
-
 ModelState load_model(const std::string& dir, const LoadOptions& options) {
   const std::string config_path = join_path(dir, "config.json");
   if (is_directory(dir) && !path_exists(config_path)) {
@@ -325,7 +323,9 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
     config.head = head_from_tensors(checkpoint, config);
   }
   ModelState state(config);
-  state.sentence_transformer = std::move(st);
+  // The modules describe the model only when it runs as the embedder they make (not a
+  // classifier trained from a sentence-transformers folder).
+  if (!config.pooling.empty()) state.sentence_transformer = std::move(st);
   // The folder's own architectures decide whose head its weights hold, whichever config runs.
   state.config.other_architecture =
       other_architecture(hf, *state.config.family, state.config.head, config_path);
@@ -454,6 +454,7 @@ void save_model(const std::string& dir, const ModelState& state, const std::stri
                       model_config_to_json(state.config, state.hf_config));
     write_weights(dir, state);
     for (const auto& [name, text] : files) write_file_atomic(join_path(dir, name), text);
+    if (state.sentence_transformer) write_sentence_transformer(dir, *state.sentence_transformer);
     return;
   }
   // Read the vocabulary before writing anything, so a bad source leaves no partial model.
@@ -487,6 +488,7 @@ void save_model(const std::string& dir, const ModelState& state, const std::stri
   write_file_atomic(join_path(dir, "vocab.txt"), vocab);
   write_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer);
   write_file_atomic(join_path(dir, "special_tokens_map.json"), special_tokens);
+  if (state.sentence_transformer) write_sentence_transformer(dir, *state.sentence_transformer);
 }
 
 }  // namespace bertfit

@@ -95,13 +95,21 @@ struct LoadOptions {
 // the tensor).
 ModelState load_model(const std::string& dir, const LoadOptions& options = {});
 
+// The config of a sentence-transformers folder's model: `config` (the encoder's) with the
+// embedding head of the spec's pooling and Normalize modules. Error naming the file and module
+// for what bertfit cannot run (a Dense module, a nested Transformer folder, do_lower_case,
+// include_prompt false, a pooling width other than the hidden size).
+void use_sentence_transformer(const SentenceTransformerSpec& st, const std::string& dir,
+                              ModelConfig& config);
+
 // Writes dir/config.json, dir/model.safetensors (F32, HF names, layout order) and the
 // tokenizer, each file atomically. WordPiece families: vocab.txt and tokenizer_config.json /
 // special_tokens_map.json, vocab_source being a vocab file or a model folder holding vocab.txt
 // (whose tokenizer settings are then kept). Families with tokenizer files of their own
 // (model/family.h): vocab_source is a folder holding them, copied unchanged. Creates dir;
 // throws Error if it is a file, the tokenizer files are missing, or the vocabulary is larger
-// than config.vocab_size.
+// than config.vocab_size. A model with a sentence_transformer spec is written as a
+// sentence-transformers folder (its module files too: model/st_folder.h).
 void save_model(const std::string& dir, const ModelState& state, const std::string& vocab_source);
 
 // Number of tokens in a vocab.txt (one per line, as BertTokenizer reads it).

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "base/error.h"
 #include "base/file.h"
 #include "io/json.h"
@@ -366,6 +367,48 @@ const char* dense_activation_name(DenseActivation activation) {
       return "gelu";
   }
   return "?";
+}
+
+}  // namespace bertfit
+
+namespace bertfit {
+
+void write_sentence_transformer(const std::string& dir, const SentenceTransformerSpec& spec) {
+  CHECK(spec.dense.empty(), "writing Dense modules");
+  CHECK(spec.transformer_path.empty(), "a Transformer module in ", spec.transformer_path);
+  auto module = [](int idx, const char* path, const char* type) {
+    return json{{"idx", idx},
+                {"name", std::to_string(idx)},
+                {"path", path},
+                {"type", std::string("sentence_transformers.models.") + type}};
+  };
+  json modules = json::array({module(0, "", "Transformer"), module(1, "1_Pooling", "Pooling")});
+  if (spec.normalize) modules.push_back(module(2, "2_Normalize", "Normalize"));
+  auto has = [&](Pooling p) {
+    return std::find(spec.pooling.begin(), spec.pooling.end(), p) != spec.pooling.end();
+  };
+  const json pooling = {{"word_embedding_dimension", spec.word_embedding_dimension},
+                        {"pooling_mode_cls_token", has(Pooling::kCls)},
+                        {"pooling_mode_mean_tokens", has(Pooling::kMean)},
+                        {"pooling_mode_max_tokens", has(Pooling::kMax)},
+                        {"pooling_mode_mean_sqrt_len_tokens", has(Pooling::kMeanSqrtLen)},
+                        {"pooling_mode_weightedmean_tokens", false},
+                        {"pooling_mode_lasttoken", has(Pooling::kLastToken)}};
+  json bert_config = {{"do_lower_case", spec.do_lower_case}};
+  if (spec.max_seq_length) bert_config["max_seq_length"] = *spec.max_seq_length;
+  json st_config = {{"__version__", {{"sentence_transformers", "2.2.2"}}}};
+  if (!spec.prompts.empty()) st_config["prompts"] = spec.prompts;
+  if (!spec.default_prompt_name.empty()) {
+    st_config["default_prompt_name"] = spec.default_prompt_name;
+  }
+  if (spec.similarity_fn_name != "cosine")
+    st_config["similarity_fn_name"] = spec.similarity_fn_name;
+  make_directories(join_path(dir, "1_Pooling"));
+  write_file_atomic(join_path(dir, "1_Pooling/config.json"), pooling.dump(2) + "\n");
+  if (spec.normalize) make_directories(join_path(dir, "2_Normalize"));
+  write_file_atomic(join_path(dir, "sentence_bert_config.json"), bert_config.dump(2) + "\n");
+  write_file_atomic(join_path(dir, "config_sentence_transformers.json"), st_config.dump(2) + "\n");
+  write_file_atomic(join_path(dir, "modules.json"), modules.dump(2) + "\n");
 }
 
 }  // namespace bertfit

@@ -58,6 +58,14 @@ struct SentenceTransformerSpec {
 // The folder's spec; nullopt when dir has no modules.json (a plain encoder folder).
 std::optional<SentenceTransformerSpec> read_sentence_transformer(const std::string& dir);
 
+// Writes the spec's module files into dir (whose encoder files the caller writes), as
+// sentence-transformers 2.2.2's save() lays them out, which it and later versions load:
+// modules.json (Transformer at "", 1_Pooling, 2_Normalize when normalizing),
+// sentence_bert_config.json, 1_Pooling/config.json, an empty 2_Normalize/ and
+// config_sentence_transformers.json (with the prompts and similarity_fn_name when not the
+// defaults). Each file atomically. A spec with Dense modules is refused (CHECK: none load).
+void write_sentence_transformer(const std::string& dir, const SentenceTransformerSpec& spec);
+
 // The length of the embedding the spec produces: the last Dense's out_features, else the pooled
 // width (pooling modes × word_embedding_dimension).
 int sentence_embedding_dimension(const SentenceTransformerSpec& spec);

@@ -10,6 +10,7 @@
 #include "data/seqeval.h"
 #include "kernels/loss.h"
 #include "model/head.h"
+#include "task/similarity.h"
 
 namespace bertfit {
 
@@ -119,11 +120,33 @@ EvalResult score_token_logits(const std::vector<float>& logits,
 
 }  // namespace
 
+namespace {
+
+// Scored pairs by column (task/pair_data.h): how the embeddings' similarities rank them
+// (task/similarity.h). No loss: the evaluation is not the training loss.
+EvalResult score_pair_embeddings(const std::vector<float>& embeddings,
+                                 const std::vector<EncodedExample>& examples) {
+  CHECK(examples.size() % 2 == 0 && !examples.empty(), "scored pairs by column: ", examples.size(),
+        " texts");
+  const std::size_t n = examples.size() / 2;
+  const int D = static_cast<int>(embeddings.size() / examples.size());
+  std::vector<double> scores(n);
+  for (std::size_t i = 0; i < n; ++i) scores[i] = examples[i].label;
+  EvalResult r;
+  r.examples = static_cast<std::int64_t>(n);
+  r.loss = std::nan("");
+  r.metrics = similarity_metrics(embeddings, D, scores);
+  return r;
+}
+
+}  // namespace
+
 EvalResult score_logits(const std::vector<float>& logits,
                         const std::vector<EncodedExample>& examples, const TaskInfo& task, int K) {
   if (task.head == HeadKind::kTokenClassification) {
     return score_token_logits(logits, examples, task, K);
   }
+  if (task.head == HeadKind::kEmbedding) return score_pair_embeddings(logits, examples);
   const std::size_t n = examples.size();
   EvalResult r;
   r.examples = static_cast<std::int64_t>(n);
@@ -163,7 +186,9 @@ EvalResult score_logits(const std::vector<float>& logits,
 std::vector<std::string> task_metric_names(const TaskInfo& task) {
   if (task.problem == ProblemType::kMultiLabel) return {"f1_micro", "f1_macro", "subset_accuracy"};
   // Token classification: also <type>_f1 per entity type of the data, which the data decides.
-  if (task.head == HeadKind::kTokenClassification) return task.metrics;
+  if (task.head == HeadKind::kTokenClassification || task.head == HeadKind::kEmbedding) {
+    return task.metrics;
+  }
   std::vector<std::string> names = task.metrics;
   if (names.size() > 1) names.push_back("combined_score");
   return names;

@@ -35,7 +35,7 @@ std::vector<float> predictions_from_logits(const std::vector<float>& logits, int
 
 struct EvalResult {
   std::vector<std::pair<std::string, double>> metrics;
-  double loss = 0;  // mean cross-entropy / MSE over the examples
+  double loss = 0;  // mean cross-entropy / MSE over the examples; NaN: none (embeddings)
   std::int64_t examples = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "task/tagged_data.h"
+#include "train/embedding_data.h"
 
 namespace bertfit {
 
@@ -213,6 +214,47 @@ FlagTable training_flags(TrainOptions& o) {
   return join_flags({output, overwrite_flags(o.overwrite_output_dir), run, best});
 }
 
+FlagTable embedding_train_flags(EmbeddingTrainOptions& e) {
+  return {
+      {"--objective",
+       "What to train: classification (labels per text or per word), embedding (sentence "
+       "embeddings from rows of texts, contrastive), or auto: embedding for a "
+       "sentence-transformers folder (modules.json), classification otherwise",
+       choice_target(e.objective, {{"auto", Objective::kAuto},
+                                   {"classification", Objective::kClassification},
+                                   {"embedding", Objective::kEmbedding}}),
+       true},
+      {"--loss",
+       "Embedding training's loss: mnrl (MultipleNegativesRankingLoss: each anchor "
+       "(--text-a-column) against every positive (--text-b-column) and hard negative of the "
+       "batch), cosent (CoSENTLoss) or cosine (CosineSimilarityLoss) on pairs scored by "
+       "--label-column; auto: cosent when --label-column is given, mnrl otherwise",
+       choice_target(e.loss, {{"auto", std::optional<PairLoss>()},
+                              {"mnrl", std::optional(PairLoss::kMultipleNegativesRanking)},
+                              {"cosent", std::optional(PairLoss::kCoSENT)},
+                              {"cosine", std::optional(PairLoss::kCosineSimilarity)}}),
+       true},
+      {"--loss-scale", "The scale of the cosine similarities in mnrl and cosent", &e.loss_scale,
+       true},
+      {"--negative-columns",
+       "mnrl's hard negatives: columns of the training file (comma-separated), each one more "
+       "candidate per row",
+       &e.negative_columns, true},
+      {"--pooling",
+       "Embedding training of a plain encoder (not a sentence-transformers folder): how token "
+       "vectors become the sentence's (cls, mean, max, mean_sqrt_len, last_token; auto: mean, "
+       "as sentence-transformers wraps a plain model); the output is a sentence-transformers "
+       "folder",
+       choice_target(e.pooling, {{"auto", std::optional<Pooling>()},
+                                 {"cls", std::optional(Pooling::kCls)},
+                                 {"mean", std::optional(Pooling::kMean)},
+                                 {"max", std::optional(Pooling::kMax)},
+                                 {"mean_sqrt_len", std::optional(Pooling::kMeanSqrtLen)},
+                                 {"last_token", std::optional(Pooling::kLastToken)}}),
+       true},
+  };
+}
+
 FlagTable distributed_flags(DistributedOptions& d) {
   return {
       {"--comm-timeout", "Seconds a rank waits for the others before failing the job",
@@ -238,7 +280,8 @@ FlagTable distributed_flags(DistributedOptions& d) {
 FlagTable train_flags(TrainOptions& o) {
   return join_flags({model_flags(o.model_dir, o.revision),
                      compute_flags(o.compute, ComputeUse::kTrain), data_flags(o.data),
-                     head_flags(o.head), training_flags(o), distributed_flags(o.dist)});
+                     head_flags(o.head), training_flags(o), embedding_train_flags(o.embedding),
+                     distributed_flags(o.dist)});
 }
 
 namespace {
@@ -333,7 +376,8 @@ void validate_train_options(const TrainOptions& o) {
   if (glue && (d.task.empty() || d.data_dir.empty())) {
     throw_error("--task and --data go together");
   }
-  if (custom && !is_tagged_data(d, d.train_file) &&
+  // (Sentence-embedding rows are checked when they are read: train/embedding_data.h.)
+  if (custom && !is_tagged_data(d, d.train_file) && !trains_embeddings(o, o.model_folder()) &&
       (d.text_a_column.empty() || d.label_column.empty())) {
     throw_error(
         "--train-file needs --text-a-column and --label-column (or tagged words for token "

@@ -13,6 +13,8 @@
 #include "comm/communicator.h"
 #include "flags/flag.h"
 #include "flags/groups.h"
+#include "model/contrastive.h"
+#include "model/pooling.h"
 #include "train/best_model.h"
 #include "train/schedule.h"
 
@@ -58,6 +60,22 @@ struct DistributedOptions {
   bool no_pin = false;
 };
 
+// What train fits (--objective): a classifier (a label per text or per word) or a sentence-
+// embedding model (contrastive, on rows of texts); auto: an embedding model when --model is a
+// sentence-transformers folder (modules.json), a classifier otherwise.
+enum class Objective { kAuto, kClassification, kEmbedding };
+
+// Sentence-embedding training (train/embedding_data.h).
+struct EmbeddingTrainOptions {
+  Objective objective = Objective::kAuto;
+  std::optional<PairLoss> loss;  // unset: mnrl, or cosent when --label-column gives scores
+  double loss_scale = 20;        // MNRL's and CoSENT's scale of the cosine similarities
+  std::vector<std::string> negative_columns;  // MNRL's hard negatives, one column each
+  std::optional<Pooling> pooling;             // a plain encoder's pooling (unset: mean)
+
+  bool operator==(const EmbeddingTrainOptions&) const = default;
+};
+
 // Where the curves go besides metrics.jsonl (Trainer's --report_to).
 enum class ReportTo { kNone, kTensorBoard };
 
@@ -67,9 +85,10 @@ struct TrainOptions {
   // Not a flag: the folder --model was found in (a repository id's snapshot folder in the Hub
   // cache), set by the command before the run; empty: model_dir is the folder.
   std::string resolved_model;
-  ComputeOptions compute;  // compute group
-  DataOptions data;        // data group
-  HeadOptions head;        // head group: labels and problem type of the head
+  ComputeOptions compute;           // compute group
+  DataOptions data;                 // data group
+  HeadOptions head;                 // head group: labels and problem type of the head
+  EmbeddingTrainOptions embedding;  // the embedding group
   // The training group.
   std::string output_dir;
   bool overwrite_output_dir = false;  // replace an --output that holds a model or a run
@@ -107,10 +126,13 @@ struct TrainOptions {
   }
 };
 
-// The training group's flags (--output, --epochs, --lr, ...) and the distributed group's.
+// The training group's flags (--output, --epochs, --lr, ...), the embedding group's
+// (--objective, --loss, ...) and the distributed group's.
 FlagTable training_flags(TrainOptions& options);
+FlagTable embedding_train_flags(EmbeddingTrainOptions& embedding);
 FlagTable distributed_flags(DistributedOptions& dist);
-// Every flag of `bertfit train`: model, compute, data, training and distributed groups.
+// Every flag of `bertfit train`: model, compute, data, head, training, embedding and
+// distributed groups.
 FlagTable train_flags(TrainOptions& options);
 
 // All options as a JSON object (flag names without dashes as keys; a choice flag's word).

@@ -13,11 +13,14 @@
 #include "data/shuffle.h"
 #include "io/json.h"
 #include "model/architecture.h"
+#include "model/head.h"
 #include "task/evaluate.h"
 #include "task/tagged_data.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/embedding_data.h"
 #include "train/loss_setup.h"
+#include "train/pair_objective.h"
 
 namespace bertfit {
 namespace {
@@ -26,6 +29,7 @@ namespace {
 // (labels and problem type, saved with the model) from the config.json and the weights'
 // classifier of `source` (the model, or the checkpoint resumed).
 RunData load_run_data(const TrainOptions& o, const std::string& source) {
+  if (trains_embeddings(o, source)) return load_embedding_data(o, source);
   const std::string& model = o.model_folder();
   const std::string config_path = join_path(source, "config.json");
   if (is_directory(source) && !path_exists(config_path)) {
@@ -57,11 +61,11 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
       o.eval_every.when != EvalEvery::When::kNever && (!d.task.empty() || !d.dev_file.empty());
   if (tagged) {
     TrainData train = load_tagged_train_data(d, o.head, config, head_outputs, source);
-    RunData data{train.task,
-                 train.config,
-                 train.new_head,
-                 encode_tagged(*tokenizer, train.tagged, train.task.label_names, max_seq_len),
-                 {}};
+    RunData data;
+    data.task = train.task;
+    data.config = train.config;
+    data.new_head = train.new_head;
+    data.train = encode_tagged(*tokenizer, train.tagged, train.task.label_names, max_seq_len);
     report_word_truncation(train.tagged.path, data.train, max_seq_len);
     drop_unlabelled(train.tagged.path, data.train);
     if (evaluates) {
@@ -84,11 +88,11 @@ RunData load_run_data(const TrainOptions& o, const std::string& source) {
       dev_sets.emplace_back(split, load_eval_examples(d, split, task));
     }
   }
-  RunData data{task,
-               train_data.config,
-               train_data.new_head,
-               encode_examples(*tokenizer, train.examples, max_seq_len),
-               {}};
+  RunData data;
+  data.task = task;
+  data.config = train_data.config;
+  data.new_head = train_data.new_head;
+  data.train = encode_examples(*tokenizer, train.examples, max_seq_len);
   report_truncation(train.path, data.train, max_seq_len);
   for (auto& [split, loaded] : dev_sets) {
     data.dev.emplace_back(split, encode_examples(*tokenizer, loaded.examples, max_seq_len));
@@ -195,14 +199,29 @@ RunPlan plan_run(const TrainOptions& o, int world, std::int64_t n,
 
 // Runs of 50 global steps when grouping by length (sched_per_step is the checkpoint's, so a
 // resumed run with the same global batch groups alike whatever the number of ranks).
-SampleStream make_stream(const TrainOptions& o, const std::vector<EncodedExample>& train,
-                         const RunPlan& plan) {
+SampleStream make_stream(const TrainOptions& o, const RunData& data, const RunPlan& plan) {
   std::vector<int> lengths;
   if (o.group_by_length) {
-    for (const EncodedExample& e : train) lengths.push_back(static_cast<int>(e.ids.size()));
+    const int k = data.texts_per_sample;
+    for (std::int64_t i = 0; i < data.samples(); ++i) {
+      int length = 0;
+      for (int c = 0; c < k; ++c) length += static_cast<int>(data.train[i * k + c].ids.size());
+      lengths.push_back(length);
+    }
   }
   return SampleStream(plan.n, static_cast<std::uint64_t>(o.seed), !o.no_shuffle, std::move(lengths),
                       o.group_by_length ? 50 * plan.sched_per_step : 0);
+}
+
+// The best model is chosen by the loss unless a metric is named (Trainer's default); the
+// similarity evaluation of sentence-embedding runs reports no loss, so there it is chosen by
+// its main metric, spearman_cosine.
+BestModelOptions best_model_options(const TrainOptions& o, const RunData& data) {
+  BestModelOptions best = o.best;
+  if (data.pair_loss && (best.metric == "loss" || best.metric == "eval_loss")) {
+    best.metric = task_metric_names(data.task).front();
+  }
+  return best;
 }
 
 BatchOptions make_batch_options(const TrainOptions& o, const ModelConfig& config,
@@ -257,14 +276,13 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
       out(options.output_dir, options.overwrite_output_dir, options.model_folder(), checkpoint_dir),
       data(
           load_run_data(options, checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir)),
-      best(options.best, task_metric_names(data.task)),
+      best(best_model_options(options, data), task_metric_names(data.task)),
       state(load_model(checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir,
                        {.config = &data.config, .reinit_mismatched_head = data.new_head})),
       model(state.config, state.layout, runnable_precision(options.compute.precision)),
       optimizer(state.layout, {.weight_decay = options.weight_decay}),
-      plan(plan_run(options, world, static_cast<std::int64_t>(data.train.size()), checkpoint_dir,
-                    optimizer)),
-      stream(make_stream(options, data.train, plan)),
+      plan(plan_run(options, world, data.samples(), checkpoint_dir, optimizer)),
+      stream(make_stream(options, data, plan)),
       batch_options(make_batch_options(options, state.config, data.task)),
       step(model, optimizer, &comm, static_cast<std::uint64_t>(options.seed),
            {.bucket_bytes = static_cast<std::int64_t>(options.dist.bucket_mb * 1024 * 1024),
@@ -279,6 +297,14 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
   }
   model.set_loss_options(
       make_loss_options(options, data.task, state.config.num_labels, data.train));
+  if (data.pair_loss) {
+    // Saved as a sentence-transformers folder: the source's modules, or the run's --pooling.
+    state.sentence_transformer = embedding_modules(
+        options, state.config, checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir);
+    step.use_objective(std::make_unique<PairObjective>(
+        *data.pair_loss, data.loss_scale, data.texts_per_sample,
+        model_head(state.config).output_width(state.config), &comm));
+  }
 }
 
 void TrainRun::start() {
@@ -316,13 +342,16 @@ std::vector<MicroBatch> TrainRun::step_batches(std::int64_t first, std::int64_t 
       step_weight += sample_weight(loss, data.train[stream.row(i)]);
     }
   }
+  const int k = data.texts_per_sample;
   std::vector<MicroBatch> micro;
   for (std::int64_t g = first; g < last; g += plan.micro_global) {
     const std::int64_t count = std::min(plan.micro_global, last - g);
-    std::vector<std::int64_t> rows(count), costs(count);
+    std::vector<std::int64_t> rows(count), costs(count, 0);
     for (std::int64_t i = 0; i < count; ++i) {
       rows[i] = stream.row(g + i);
-      costs[i] = static_cast<std::int64_t>(data.train[rows[i]].ids.size());
+      for (int c = 0; c < k; ++c) {
+        costs[i] += static_cast<std::int64_t>(data.train[rows[i] * k + c].ids.size());
+      }
     }
     if (world > 1) {
       std::vector<std::int64_t> positions = balanced_shard(costs, rank, world), all = rows;
@@ -337,7 +366,14 @@ std::vector<MicroBatch> TrainRun::step_batches(std::int64_t first, std::int64_t 
       for (std::int64_t r : rows) weight += sample_weight(loss, data.train[r]);
       m.share = static_cast<float>(weight / step_weight);
     }
-    if (!rows.empty()) m.batch = make_batch(data.train, rows, batch_options);
+    if (rows.empty()) continue;
+    // A sample's texts go column by column: every first text, then every second, ...
+    std::vector<std::int64_t> texts;
+    texts.reserve(rows.size() * k);
+    for (int c = 0; c < k; ++c) {
+      for (std::int64_t r : rows) texts.push_back(r * k + c);
+    }
+    m.batch = make_batch(data.train, texts, batch_options);
   }
   return micro;
 }

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "data/batch.h"
 #include "model/bert.h"
+#include "model/contrastive.h"
 #include "model/model_io.h"
 #include "task/dataset.h"
 #include "train/best_model.h"
@@ -37,6 +39,17 @@ struct RunData {
   bool new_head = false;  // the checkpoint's classifier is replaced (--ignore-mismatched-sizes)
   std::vector<EncodedExample> train;
   std::vector<std::pair<std::string, std::vector<EncodedExample>>> dev;  // (split, examples)
+  // Sentence-embedding training (train/embedding_data.h): a sample is texts_per_sample
+  // consecutive entries of `train` (anchor, positive, negatives...; the first holds a scored
+  // pair's score), and a dev split the scored pairs by column (every first text, then every
+  // second), as task/similarity.h takes them.
+  int texts_per_sample = 1;
+  std::optional<PairLoss> pair_loss;  // set: the run trains sentence embeddings with this loss
+  double loss_scale = 20;
+
+  std::int64_t samples() const {
+    return static_cast<std::int64_t>(train.size()) / texts_per_sample;
+  }
 };
 
 // The run's sizes and schedule. The global batch (samples per optimizer step) is fixed when a

@@ -10,6 +10,21 @@
 #include "comm/grad_reducer.h"
 
 namespace bertfit {
+namespace {
+
+// The classifiers' loss: the head's, against the batch's labels.
+class HeadObjective final : public StepObjective {
+ public:
+  explicit HeadObjective(const BertModel& model) : model_(model) {}
+  double loss(const Batch* batch, float share, Activations& acts) override {
+    return share * model_.loss(batch->labels.data(), share, acts);
+  }
+
+ private:
+  const BertModel& model_;
+};
+
+}  // namespace
 
 TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* comm,
                      std::uint64_t seed, const GradSync& sync)
@@ -18,7 +33,8 @@ TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* com
       comm_(comm),
       seed_(seed),
       weights_(model.make_weights()),
-      grads_(model.layout().total()) {
+      grads_(model.layout().total()),
+      objective_(std::make_unique<HeadObjective>(model)) {
   if (comm_ == nullptr || comm_->world() == 1) return;
   rank_ = comm_->rank();
   world_ = comm_->world();
@@ -33,6 +49,10 @@ TrainStep::TrainStep(const BertModel& model, AdamW& optimizer, Communicator* com
 }
 
 TrainStep::~TrainStep() = default;
+
+void TrainStep::use_objective(std::unique_ptr<StepObjective> objective) {
+  objective_ = std::move(objective);
+}
 
 StepReport TrainStep::run(float* params, const std::vector<MicroBatch>& micro, std::int64_t step,
                           double lr, double max_grad_norm, bool stop_requested) {
@@ -53,22 +73,28 @@ StepReport TrainStep::run(float* params, const std::vector<MicroBatch>& micro, s
     const bool last = k + 1 == micro.size();
     // On the last micro-batch the reducer sends each bucket as backward finishes it.
     if (reducer_ && last) reducer_->begin_step(grads_.data());
-    if (const std::optional<Batch>& b = micro[k].batch) {
-      const ModelInput in{b->B, b->T, b->input_ids.data(), b->token_type_ids.data(),
-                          b->attention_mask.data()};
+    const Batch* b = micro[k].batch ? &*micro[k].batch : nullptr;
+    if (b != nullptr || objective_->collective()) {
+      const ModelInput in = b ? ModelInput{b->B, b->T, b->input_ids.data(),
+                                           b->token_type_ids.data(), b->attention_mask.data()}
+                              : ModelInput{};
       const DropoutState dropout{.train = true,
                                  .seed = seed_,
                                  .step = static_cast<std::uint64_t>(step),
                                  .micro = static_cast<std::uint64_t>(k * world_ + rank_)};
       Timer phase;
-      model_.forward(weights_, in, dropout, acts_);
-      loss += micro[k].share * model_.loss(b->labels.data(), micro[k].share, acts_);
+      if (b) model_.forward(weights_, in, dropout, acts_);
+      loss += objective_->loss(b, micro[k].share, acts_);
       report.forward_s += phase.seconds();
       phase.reset();
-      std::function<void(std::int64_t)> on_grads_ready;
-      if (reducer_ && last) on_grads_ready = [this](std::int64_t from) { reducer_->ready(from); };
-      model_.backward(weights_, grads_.data(), in, dropout, acts_, on_grads_ready);
-      report.backward_s += phase.seconds();
+      if (b) {
+        std::function<void(std::int64_t)> on_grads_ready;
+        if (reducer_ && last) {
+          on_grads_ready = [this](std::int64_t from) { reducer_->ready(from); };
+        }
+        model_.backward(weights_, grads_.data(), in, dropout, acts_, on_grads_ready);
+        report.backward_s += phase.seconds();
+      }
     }
     if (reducer_ && last) {
       reducer_->ready(0);

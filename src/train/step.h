@@ -36,6 +36,19 @@ struct MicroBatch {
   float share = 0;
 };
 
+// What a micro-batch costs after its forward: this rank's part of the step's loss (the
+// micro-batch's loss times its share), with acts.dlogits set for backward. The classifiers' is
+// the head's loss (BertModel::loss); sentence-embedding training's is over the batch's texts
+// together (train/pair_objective.h).
+class StepObjective {
+ public:
+  virtual ~StepObjective() = default;
+  // `batch` null: this rank has no rows in the micro-batch (called only when collective()).
+  virtual double loss(const Batch* batch, float share, Activations& acts) = 0;
+  // Whether every rank must call loss() for every micro-batch, rows or not (it communicates).
+  virtual bool collective() const { return false; }
+};
+
 struct StepReport {
   double loss = 0;       // the step's mean loss over every rank's samples
   double grad_norm = 0;  // global L2 norm before clipping
@@ -61,6 +74,9 @@ class TrainStep {
   StepReport run(float* params, const std::vector<MicroBatch>& micro, std::int64_t step, double lr,
                  double max_grad_norm, bool stop_requested = false);
 
+  // Replaces the classifier's loss (the default) for the steps to come.
+  void use_objective(std::unique_ptr<StepObjective> objective);
+
   // Activations to reuse for evaluation between steps (no memory of its own needed).
   Activations& activations() { return acts_; }
 
@@ -74,6 +90,7 @@ class TrainStep {
   AlignedBuffer<float> grads_;
   Activations acts_;
   std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<StepObjective> objective_;
 };
 
 }  // namespace bertfit

@@ -218,11 +218,9 @@ void TrainLoop::evaluate(std::int64_t step, double epoch) {
   for (auto& [split, examples] : run_.data.dev) {
     EvalResult r = distributed_eval(run_, examples);  // the same on every rank
     summary_.dev_metrics = r.metrics;
-    nlohmann::json rec{{"step", step},
-                       {"epoch", epoch},
-                       {"split", split},
-                       {"eval_loss", r.loss},
-                       {"eval_examples", r.examples}};
+    nlohmann::json rec{
+        {"step", step}, {"epoch", epoch}, {"split", split}, {"eval_examples", r.examples}};
+    if (!std::isnan(r.loss)) rec["eval_loss"] = r.loss;  // the similarity evaluation has none
     for (auto& [name, value] : r.metrics) rec["eval_" + name] = value;
     const bool best = first && run_.best.offer(step, rec);
     first = false;
