@@ -1,4 +1,4 @@
-// read_sentence_transformer: the golden folder saved by sentence-transformers 2.2.2, synthetic
+// read_sentence_transformer: the folders saved by sentence-transformers 2.2.2, synthetic
 // folders for every pooling mode (and their concatenation order), Dense modules, prompts and the
 // similarity function, and every rejection: one line that names the file and the key or module.
 #include "model/st_folder.h"
@@ -94,6 +94,20 @@ TEST(StFolder, GoldenMeanNormalize) {
   EXPECT_EQ(spec->similarity_fn_name, "cosine");
   EXPECT_EQ(spec->transformer_path, "");
   EXPECT_EQ(sentence_embedding_dimension(*spec), 16);
+}
+
+// tests/fixtures/st/xlmr-cls-max-tiny: XLM-R with CLS and max pooling, no Normalize, as 2.2.2
+// saved it (tests/fixtures/make_st_fixtures.py).
+TEST(StFolder, FixtureClsMaxWithoutNormalize) {
+  std::optional<SentenceTransformerSpec> spec = read_sentence_transformer(
+      std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/st/xlmr-cls-max-tiny/model");
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->pooling, (std::vector<Pooling>{Pooling::kCls, Pooling::kMax}));
+  EXPECT_EQ(spec->word_embedding_dimension, 16);
+  EXPECT_FALSE(spec->normalize);
+  EXPECT_TRUE(spec->dense.empty());
+  EXPECT_EQ(spec->max_seq_length, 64);
+  EXPECT_EQ(sentence_embedding_dimension(*spec), 32);
 }
 
 TEST(StFolder, PlainEncoderFolderIsNotOne) {
