@@ -4,8 +4,10 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
@@ -16,6 +18,7 @@
 #include "flags/groups.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
+#include "model/contrastive.h"
 #include "model/family.h"
 #include "model/head.h"
 #include "model/model_io.h"
@@ -55,6 +58,45 @@ std::vector<std::int32_t> read_matrix(const nlohmann::json& j, const std::string
     }
   }
   return out;
+}
+
+// An embedding model's batch loss (model/contrastive.h), from the batch file's
+// "pair_loss": {"loss": "mnrl"|"cosent"|"cosine", "columns": k, "scale": 20, "scores": [...]}:
+// the B sequences are k columns of B/k texts (every first text, then every second, ...).
+std::function<double()> pair_loss_of(const nlohmann::json& spec, const std::string& path, int B,
+                                     int D, Activations& acts) {
+  if (!spec.is_object() || !spec.value("loss", nlohmann::json()).is_string()) {
+    throw_error(path,
+                ": \"pair_loss\" must be {\"loss\": \"mnrl\"|\"cosent\"|\"cosine\", "
+                "\"columns\": k, \"scale\": s, \"scores\": [...]}");
+  }
+  const std::optional<PairLoss> kind = parse_pair_loss(spec["loss"].get<std::string>());
+  if (!kind) throw_error(path, ": \"pair_loss\" loss ", spec["loss"].dump(), " is not known");
+  const nlohmann::json columns = spec.value("columns", nlohmann::json(2));
+  const nlohmann::json scale = spec.value("scale", nlohmann::json(20.0));
+  if (!columns.is_number_integer() || columns.get<int>() < 2 || B % columns.get<int>() != 0) {
+    throw_error(path, ": \"pair_loss\" columns ", columns.dump(), " must be >= 2 and divide the ",
+                B, " sequences");
+  }
+  if (!scale.is_number()) throw_error(path, ": \"pair_loss\" scale must be a number");
+  const int k = columns.get<int>(), n = B / k;
+  std::vector<float> scores;
+  if (pair_loss_scored(*kind)) {
+    const nlohmann::json s = spec.value("scores", nlohmann::json());
+    if (k != 2 || !s.is_array() || static_cast<int>(s.size()) != n) {
+      throw_error(path, ": \"pair_loss\" ", pair_loss_name(*kind), " needs 2 columns and ", n,
+                  " \"scores\"");
+    }
+    for (const auto& v : s) {
+      if (!v.is_number()) throw_error(path, ": \"pair_loss\" scores must be numbers");
+      scores.push_back(v.get<float>());
+    }
+  }
+  const double sc = scale.get<double>();
+  return [kind = *kind, sc, k, n, D, scores, &acts] {
+    const PairBatch p{acts.logits.data(), n, k, D, scores.empty() ? nullptr : scores.data()};
+    return pair_loss(kind, sc, p, 1.0f, acts.dlogits.data());
+  };
 }
 
 void run(const ForwardOptions& o) {
@@ -116,8 +158,11 @@ void run(const ForwardOptions& o) {
   }
   if (j.contains("labels") && model_head(c).label_count(c, B, T) == 0) {
     throw_error(o.batch_path, ": \"labels\" given, but a ", head_kind_noun(c.head),
-                " takes no labels (it has no per-example loss)");
+                " takes no labels (it has no per-example loss; \"pair_loss\" takes a loss over "
+                "the batch's embeddings)");
   }
+  std::function<double()> loss;  // with acts.dlogits
+  if (j.contains("pair_loss")) loss = pair_loss_of(j["pair_loss"], o.batch_path, B, K, acts);
   if (j.contains("labels")) {
     if (!j["labels"].is_array() || static_cast<int>(j["labels"].size()) != B) {
       throw_error(o.batch_path, ": \"labels\" must have ", B, " entries");
@@ -180,7 +225,10 @@ void run(const ForwardOptions& o) {
     if (tokens && labelled == 0) {
       throw_error(o.batch_path, ": every token's label is -100: no loss to compute");
     }
-    out["loss"] = model.loss(labels.data(), 1.0f, acts);
+    loss = [&model, &acts, labels] { return model.loss(labels.data(), 1.0f, acts); };
+  }
+  if (loss) {
+    out["loss"] = loss();
     if (!o.grads_path.empty()) {
       AlignedBuffer<float> grads(state.layout.total());
       model.backward(weights, grads.data(), in, dropout, acts);
@@ -191,7 +239,8 @@ void run(const ForwardOptions& o) {
       write_safetensors(o.grads_path, tensors);
     }
   } else if (!o.grads_path.empty()) {
-    throw_error("--grads needs \"labels\" in ", o.batch_path);
+    throw_error("--grads needs \"labels\" (or an embedding model's \"pair_loss\") in ",
+                o.batch_path);
   }
   std::printf("%s\n", out.dump().c_str());
 }
@@ -206,7 +255,12 @@ void add_forward_command(CLI::App& app) {
       "optional labels); prints logits and loss. For parity checks.");
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
-            {{"--batch", "Batch file (JSON, torch_peer.py's format)", &o->batch_path},
+            {{"--batch",
+              "Batch file (JSON, torch_peer.py's format: input_ids, attention_mask, "
+              "token_type_ids, labels; an embedding model's \"pair_loss\": {\"loss\": "
+              "mnrl|cosent|cosine, \"columns\": k, \"scale\": s, \"scores\": [...]} with the "
+              "sequences as k columns)",
+              &o->batch_path},
              {"--train-mode", "Dropout on (as the config sets it)", &o->train_mode},
              {"--grads", "Write d loss / d parameter for every parameter to this safetensors file",
               &o->grads_path},

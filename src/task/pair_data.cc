@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "data/table.h"
+#include "task/similarity.h"
 
 namespace bertfit {
 namespace {
@@ -80,7 +81,25 @@ PairSet load_pair_train(const DataOptions& d, const std::vector<std::string>& ne
 }
 
 PairSet load_scored_pairs(const DataOptions& d, const std::string& file) {
-  return read_pairs(d, file, {}, /*scored=*/true);
+  PairSet set = read_pairs(d, file, {}, /*scored=*/true);
+  std::vector<Example> texts(set.texts.size());
+  const std::int64_t n = set.samples();
+  for (std::int64_t i = 0; i < n; ++i) {
+    texts[i] = std::move(set.texts[2 * i]);
+    texts[n + i] = std::move(set.texts[2 * i + 1]);
+  }
+  set.texts = std::move(texts);
+  return set;
+}
+
+TaskInfo embedding_task_info() {
+  TaskInfo task;
+  task.name = "sentence-embedding";
+  task.head = HeadKind::kEmbedding;
+  task.problem = ProblemType::kRegression;
+  task.metrics = similarity_metric_names();
+  task.eval_splits = {"dev"};
+  return task;
 }
 
 }  // namespace bertfit

@@ -12,6 +12,7 @@
 
 #include "data/example.h"
 #include "flags/groups.h"
+#include "task/dataset.h"
 
 namespace bertfit {
 
@@ -34,7 +35,13 @@ struct PairSet {
 PairSet load_pair_train(const DataOptions& data, const std::vector<std::string>& negative_columns,
                         bool scored);
 
-// The scored pairs of `file` (the dev file): --text-a-column, --text-b-column, --label-column.
+// The scored pairs of `file` (the dev file: --text-a-column, --text-b-column, --label-column) by
+// column, as the similarity evaluation reads them (task/similarity.h): texts [0, n) the first
+// of each pair (holding its score), [n, 2n) the second.
 PairSet load_scored_pairs(const DataOptions& data, const std::string& file);
+
+// The task of sentence-embedding training and evaluation: head kEmbedding, the similarity
+// metrics.
+TaskInfo embedding_task_info();
 
 }  // namespace bertfit

@@ -43,19 +43,6 @@ std::vector<EncodedExample> encode_texts(const Tokenizer& tokenizer, const PairS
   return encoded;
 }
 
-// A scored-pair set by column (every first text, then every second), as similarity_metrics
-// reads the embeddings; the scores stay on the first column's rows.
-PairSet by_column(PairSet set) {
-  std::vector<Example> texts(set.texts.size());
-  const std::int64_t n = set.samples();
-  for (std::int64_t i = 0; i < n; ++i) {
-    texts[i] = std::move(set.texts[2 * i]);
-    texts[n + i] = std::move(set.texts[2 * i + 1]);
-  }
-  set.texts = std::move(texts);
-  return set;
-}
-
 }  // namespace
 
 bool trains_embeddings(const TrainOptions& o, const std::string& source) {
@@ -124,12 +111,7 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
                 " tokens the model's max_position_embeddings (", config.max_positions, ") hold in ",
                 model);
   }
-  TaskInfo task;
-  task.name = "sentence-embedding";
-  task.head = HeadKind::kEmbedding;
-  task.problem = ProblemType::kRegression;
-  task.metrics = similarity_metric_names();
-  task.eval_splits = {"dev"};
+  const TaskInfo task = embedding_task_info();
   RunData data;
   data.task = task;
   data.config = config;
@@ -144,7 +126,7 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
           "--dev-file: the similarity evaluation reads scored pairs; give --label-column "
           "(the dev file's score column, also read as the training file's scores)");
     }
-    const PairSet dev = by_column(load_scored_pairs(o.data, o.data.dev_file));
+    const PairSet dev = load_scored_pairs(o.data, o.data.dev_file);
     data.dev.emplace_back("dev", encode_texts(*tokenizer, dev, max_len));
   }
   return data;
