@@ -387,13 +387,14 @@ void write_sentence_transformer(const std::string& dir, const SentenceTransforme
   auto has = [&](Pooling p) {
     return std::find(spec.pooling.begin(), spec.pooling.end(), p) != spec.pooling.end();
   };
-  const json pooling = {{"word_embedding_dimension", spec.word_embedding_dimension},
-                        {"pooling_mode_cls_token", has(Pooling::kCls)},
-                        {"pooling_mode_mean_tokens", has(Pooling::kMean)},
-                        {"pooling_mode_max_tokens", has(Pooling::kMax)},
-                        {"pooling_mode_mean_sqrt_len_tokens", has(Pooling::kMeanSqrtLen)},
-                        {"pooling_mode_weightedmean_tokens", false},
-                        {"pooling_mode_lasttoken", has(Pooling::kLastToken)}};
+  // 2.2.2's keys (its Pooling takes no others); last-token pooling came later, written only when
+  // used (such a model needs a later version anyway).
+  json pooling = {{"word_embedding_dimension", spec.word_embedding_dimension},
+                  {"pooling_mode_cls_token", has(Pooling::kCls)},
+                  {"pooling_mode_mean_tokens", has(Pooling::kMean)},
+                  {"pooling_mode_max_tokens", has(Pooling::kMax)},
+                  {"pooling_mode_mean_sqrt_len_tokens", has(Pooling::kMeanSqrtLen)}};
+  if (has(Pooling::kLastToken)) pooling["pooling_mode_lasttoken"] = true;
   json bert_config = {{"do_lower_case", spec.do_lower_case}};
   if (spec.max_seq_length) bert_config["max_seq_length"] = *spec.max_seq_length;
   json st_config = {{"__version__", {{"sentence_transformers", "2.2.2"}}}};
