@@ -97,5 +97,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const ApiError& e) {
     check_refusal(e);
   }
+  try {
+    EmbedAllRequest e = decode_embed_all_request(body, kMaxBatch);
+    if (e.inputs.empty() || e.inputs.size() > kMaxBatch) std::abort();
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  try {
+    SimilarityRequest s = decode_similarity_request(body, kMaxBatch);
+    if (s.sentences.empty() || s.sentences.size() + 1 > kMaxBatch) std::abort();
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
+  try {
+    DecodeRequest d = decode_decode_request(body, kMaxBatch);
+    if (d.ids.empty() || d.ids.size() > kMaxBatch) std::abort();
+    for (const auto& ids : d.ids) {
+      for (const std::int64_t id : ids) {
+        if (id < 0 || id > 0xFFFFFFFFll) std::abort();
+      }
+    }
+  } catch (const ApiError& e) {
+    check_refusal(e);
+  }
   return 0;
 }

@@ -1,5 +1,6 @@
 // `bertfit serve`: an HTTP server answering Hugging Face text-embeddings-inference's /predict,
-// /tokenize, /health, /info and /metrics for one sequence-classification model folder
+// /tokenize, /decode, /health, /info and /metrics (and the embedding routes for a
+// sentence-transformers folder) for one model folder
 // (src/serve). Loads the model, prepares its weights once, warms the activations up to the
 // largest batch, prints `serve: listening on HOST:PORT` on stderr and serves until SIGINT or
 // SIGTERM, after which it answers the requests in flight and exits 0. The API key may come from
@@ -223,12 +224,15 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve a model over HTTP with Hugging Face text-embeddings-inference's routes: POST "
-      "/predict (also / and /invocations), /embed, /v1/embeddings, /rerank and /tokenize, GET "
-      "/health, /info and /metrics. A sequence classifier answers each input's label scores "
-      "(TEI's answer; a one-output one also /rerank); a token classifier each text's entities "
-      "with character offsets (the Hub's token-classification answer; `aggregation_strategy` in "
-      "the request, default simple); a sentence-transformers folder /embed and /v1/embeddings. "
-      "Requests are batched dynamically on one compute worker. Prints `serve: listening on "
+      "/predict (also / and /invocations), /embed, /embed_all, /similarity, /v1/embeddings, "
+      "/rerank, /tokenize and /decode, GET /health, /info and /metrics. A sequence classifier "
+      "answers each input's label scores (TEI's answer; a one-output one also /rerank); a token "
+      "classifier each text's entities with character offsets (the Hub's token-classification "
+      "answer; `aggregation_strategy` in the request, default simple); a sentence-transformers "
+      "folder /embed, /v1/embeddings, /embed_all (every token's last-layer vector) and "
+      "/similarity (cosines); any model /tokenize and /decode. A route the model cannot serve is "
+      "TEI's 424 naming its task; /info lists the routes it serves. Requests of every model route "
+      "are batched dynamically on one compute worker. Prints `serve: listening on "
       "HOST:PORT` on stderr when ready; SIGINT or SIGTERM stops it after the requests in flight "
       "are answered. A model without a trained head is refused at start.");
   add_flags(*cmd,

@@ -1,6 +1,8 @@
 // The request queue and its compute worker (see batcher.h).
 #include "serve/batcher.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/log.h"
 #include "base/parallel.h"
@@ -13,10 +15,14 @@ Batcher::Batcher(Engine& engine, Metrics& metrics, BatchLimits limits,
   CHECK(limits_.max_batch_tokens > 0, "max_batch_tokens ", limits_.max_batch_tokens);
   CHECK(limits_.max_queued_tokens >= limits_.max_batch_tokens, "max_queued_tokens ",
         limits_.max_queued_tokens);
-  // A batch has at most max_batch_tokens inputs and output rows (one per input or per token).
+  // A batch has at most max_batch_tokens inputs and output rows (one per input or per token,
+  // of the head's outputs or, when the engine gives them, of token rows).
   const auto most = static_cast<std::size_t>(limits_.max_batch_tokens);
   sequences_.reserve(most);
-  logits_.reserve(most * static_cast<std::size_t>(engine_.output_width()));
+  outputs_.reserve(most);
+  int width = engine_.output_width();
+  if (engine_.serves_token_rows()) width = std::max(width, engine_.output_width(Output::kTokens));
+  logits_.reserve(most * static_cast<std::size_t>(width));
   worker_ = std::thread([this, &warm_up] { work(warm_up); });
   std::unique_lock lock(mu_);
   wake_.wait(lock, [this] { return ready_; });
@@ -38,11 +44,14 @@ Admission Batcher::submit(std::shared_ptr<Job> job) {
     CHECK(t <= limits_.max_batch_tokens, "input of ", t, " tokens");
     tokens += t;
   }
+  CHECK(job->output == Output::kHead || engine_.serves_token_rows(), "token rows asked of a ",
+        "model whose head does not pool them");
   job->row_start.assign(1, 0);
   for (const Encoding& input : job->inputs) {
-    job->row_start.push_back(job->row_start.back() + engine_.output_rows(input));
+    job->row_start.push_back(job->row_start.back() + engine_.output_rows(input, job->output));
   }
-  job->logits.assign(job->row_start.back() * engine_.output_width(), 0.0f);
+  job->width = static_cast<std::size_t>(engine_.output_width(job->output));
+  job->logits.assign(job->row_start.back() * job->width, 0.0f);
   job->remaining = n;
   {
     std::lock_guard lock(mu_);
@@ -143,17 +152,18 @@ void Batcher::expire(std::vector<Item>& expired) {
 
 void Batcher::run_batch(std::vector<Item>& batch) {
   const Clock::time_point start = Clock::now();
-  const std::size_t K = static_cast<std::size_t>(engine_.output_width());
   sequences_.clear();
-  std::size_t rows = 0;
+  outputs_.clear();
+  std::size_t values = 0;
   for (const Item& item : batch) {
     sequences_.push_back(&item.job->inputs[item.index]);
-    rows += engine_.output_rows(*sequences_.back());
+    outputs_.push_back(item.job->output);
+    values += engine_.output_rows(*sequences_.back(), item.job->output) * item.job->width;
   }
-  logits_.resize(rows * K);
+  logits_.resize(values);
   bool failed = false;
   try {
-    engine_.run(sequences_, logits_.data());
+    engine_.run(sequences_, logits_.data(), outputs_);
   } catch (const std::exception& e) {
     // An Error from the model (none is expected for valid encodings) fails these jobs, not the
     // server.
@@ -163,7 +173,7 @@ void Batcher::run_batch(std::vector<Item>& batch) {
   last_batch_failed_ = failed;
   const double inference = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.inference(inference);
-  std::size_t row = 0;  // where batch[i]'s rows start in logits_
+  std::size_t at = 0;  // where batch[i]'s values start in logits_
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Job& job = *batch[i].job;
     const double queued = std::chrono::duration<double>(start - job.enqueued).count();
@@ -171,10 +181,10 @@ void Batcher::run_batch(std::vector<Item>& batch) {
     job.queue_seconds += queued;
     job.inference_seconds += inference;
     if (failed) job.failed = true;
-    const std::size_t n = engine_.output_rows(*sequences_[i]);
-    std::copy_n(logits_.data() + row * K, n * K,
-                job.logits.data() + job.row_start[batch[i].index] * K);
-    row += n;
+    const std::size_t n = engine_.output_rows(*sequences_[i], job.output) * job.width;
+    std::copy_n(logits_.data() + at, n,
+                job.logits.data() + job.row_start[batch[i].index] * job.width);
+    at += n;
     if (--job.remaining == 0) job.on_done(batch[i].job);
   }
 }

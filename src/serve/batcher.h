@@ -30,13 +30,16 @@ namespace bertfit::serve {
 
 using Clock = std::chrono::steady_clock;
 
-// One client request's inputs and, when done, their logits.
+// One client request's inputs and, when done, their outputs.
 struct Job {
   std::vector<Encoding> inputs;
-  // Filled by the worker: each input's Engine::output_rows() rows of K, in order; input i's
-  // start at row row_start[i] (row_start has inputs + 1 entries, set by submit).
+  // What the engine gives for each input: the head's outputs, or its token rows (/embed_all).
+  Output output = Output::kHead;
+  // Filled by the worker: each input's Engine::output_rows() rows of `width` values, in order;
+  // input i's start at row row_start[i] (row_start has inputs + 1 entries; both set by submit).
   std::vector<float> logits;
   std::vector<std::size_t> row_start;
+  std::size_t width = 0;
   // Called once, on the compute worker's thread, when every input has its logits (or the
   // server is stopping without computing them: then failed is set). Must return quickly.
   std::function<void(std::shared_ptr<Job>)> on_done;
@@ -108,6 +111,7 @@ class Batcher {
   std::thread worker_;
   // The worker's reused buffers.
   std::vector<const Encoding*> sequences_;
+  std::vector<Output> outputs_;
   std::vector<float> logits_;
 };
 

@@ -16,6 +16,7 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
       weights_(model_.make_weights()),
       max_padded_tokens_(max_padded_tokens),
       per_token_(model_head(state.config).outputs_per_token()),
+      token_rows_(!model_head(state.config).first_tokens_only() && !per_token_),
       output_width_(model_head(state.config).output_width(state.config)) {
   weights_.prepare(state.params.data(), /*with_backward=*/false);
   for (const auto& [offset, count] : weights_.unread_ranges()) {
@@ -23,12 +24,17 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
   }
 }
 
-void Engine::run(std::span<const Encoding* const> sequences, float* logits) {
-  row_start_.resize(sequences.size());
-  std::size_t rows = 0;
+void Engine::run(std::span<const Encoding* const> sequences, float* out,
+                 std::span<const Output> what) {
+  CHECK(what.empty() || what.size() == sequences.size(), what.size(), " outputs for ",
+        sequences.size(), " sequences");
+  out_start_.resize(sequences.size());
+  std::size_t values = 0;
   for (std::size_t i = 0; i < sequences.size(); ++i) {
-    row_start_[i] = rows;
-    rows += output_rows(*sequences[i]);
+    const Output w = what.empty() ? Output::kHead : what[i];
+    CHECK(w == Output::kHead || token_rows_, "token rows from a head that does not pool them");
+    out_start_[i] = values;
+    values += output_rows(*sequences[i], w) * static_cast<std::size_t>(output_width(w));
   }
   order_.resize(sequences.size());
   std::iota(order_.begin(), order_.end(), std::size_t{0});
@@ -46,13 +52,13 @@ void Engine::run(std::span<const Encoding* const> sequences, float* logits) {
                max_padded_tokens_) {
       ++end;
     }
-    forward(sequences, std::span(order_).subspan(first, end - first), logits);
+    forward(sequences, std::span(order_).subspan(first, end - first), what, out);
     first = end;
   }
 }
 
 void Engine::forward(std::span<const Encoding* const> sequences, std::span<const std::size_t> rows,
-                     float* logits) {
+                     std::span<const Output> what, float* out) {
   const int B = static_cast<int>(rows.size());
   int T = 0;
   for (std::size_t r : rows) T = std::max(T, static_cast<int>(sequences[r]->input_ids.size()));
@@ -72,10 +78,31 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
   model_.forward(weights_, in, DropoutState{}, acts_);
   // The head's rows: one per sequence, or (B·T) padded, one per token.
   const std::size_t K = static_cast<std::size_t>(output_width());
+  bool tokens = false;
   for (int b = 0; b < B; ++b) {
-    const std::size_t n = output_rows(*sequences[rows[b]]);
+    const std::size_t i = rows[b];
+    if (!what.empty() && what[i] == Output::kTokens) {
+      tokens = true;
+      continue;
+    }
+    const std::size_t n = output_rows(*sequences[i]);
     const std::size_t from = per_token_ ? static_cast<std::size_t>(b) * T : std::size_t(b);
-    std::copy_n(acts_.logits.data() + from * K, n * K, logits + row_start_[rows[b]] * K);
+    std::copy_n(acts_.logits.data() + from * K, n * K, out + out_start_[i]);
+  }
+  if (!tokens) return;
+  // Token rows: the last layer's real rows (packed or padded; row_sequence marks each row's
+  // sequence, -1 for padding), in token order within each sequence.
+  const std::size_t C = static_cast<std::size_t>(state_.config.hidden);
+  const float* hidden = acts_.layer_out(state_.config.layers - 1);
+  copied_.assign(static_cast<std::size_t>(B), 0);
+  for (std::int64_t r = 0; r < acts_.N; ++r) {
+    const std::int32_t b = acts_.row_sequence[r];
+    if (b < 0 || what[rows[b]] != Output::kTokens) continue;
+    std::copy_n(hidden + r * C, C, out + out_start_[rows[b]] + copied_[b]++ * C);
+  }
+  for (int b = 0; b < B; ++b) {
+    CHECK(what[rows[b]] != Output::kTokens || copied_[b] == sequences[rows[b]]->input_ids.size(),
+          "sequence ", b, ": ", copied_[b], " token rows");
   }
 }
 
@@ -98,6 +125,7 @@ void Engine::warm_up(std::int32_t cls_id, std::int32_t sep_id) {
     std::vector<float> out(seqs.size() * output_rows(seqs[0]) * output_width());
     run(ptrs, out.data());
   }
+  copied_.reserve(max_padded_tokens_);
   ids_.reserve(max_padded_tokens_);
   types_.reserve(max_padded_tokens_);
   mask_.reserve(max_padded_tokens_);

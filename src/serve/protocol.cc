@@ -197,6 +197,86 @@ EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_si
   return r;
 }
 
+EmbedAllRequest decode_embed_all_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  EmbedAllRequest r;
+  r.inputs = texts_at(j, "inputs", max_client_batch_size);
+  r.truncate = optional_bool(j, "truncate");
+  r.direction = direction_of(j);
+  r.prompt_name = optional_string(j, "prompt_name");
+  return r;
+}
+
+SimilarityRequest decode_similarity_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  SimilarityRequest r;
+  auto inputs = j.find("inputs");
+  if (inputs == j.end()) bad_request("missing field `inputs`");
+  if (!inputs->is_object()) {
+    bad_request("`inputs` must be {\"source_sentence\": text, \"sentences\": [text, ...]}");
+  }
+  auto source = inputs->find("source_sentence");
+  if (source == inputs->end() || !source->is_string()) {
+    bad_request("`inputs.source_sentence` must be a text");
+  }
+  r.source = source->get<std::string>();
+  auto sentences = inputs->find("sentences");
+  if (sentences == inputs->end() || !sentences->is_array()) {
+    bad_request("`inputs.sentences` must be a list of texts");
+  }
+  if (sentences->empty()) throw ApiError(400, "empty", "`inputs.sentences` cannot be empty");
+  // The source sentence is embedded with them: it counts in the batch.
+  check_batch_size(sentences->size() + 1, max_client_batch_size, "inputs.sentences");
+  for (const json& s : *sentences) {
+    if (!s.is_string()) bad_request("`inputs.sentences` must be a list of texts");
+    r.sentences.push_back(s.get<std::string>());
+  }
+  auto parameters = j.find("parameters");
+  if (parameters != j.end() && !parameters->is_null()) {
+    if (!parameters->is_object()) bad_request("`parameters` must be an object");
+    r.truncate = optional_bool(*parameters, "truncate");
+    r.direction = direction_of(*parameters);
+    r.prompt_name = optional_string(*parameters, "prompt_name");
+  }
+  return r;
+}
+
+DecodeRequest decode_decode_request(std::string_view body, int max_client_batch_size) {
+  const json j = parse_body(body);
+  DecodeRequest r;
+  auto ids = j.find("ids");
+  if (ids == j.end()) bad_request("missing field `ids`");
+  auto id_list = [](const json& list) {
+    std::vector<std::int64_t> out;
+    for (const json& id : list) {
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0xFFFFFFFFu) {
+        bad_request(
+            "`ids` must be a list of token ids (integers from 0 to 4294967295) or a "
+            "list of such lists");
+      }
+      out.push_back(static_cast<std::int64_t>(id.get<std::uint64_t>()));
+    }
+    return out;
+  };
+  if (!ids->is_array()) {
+    bad_request("`ids` must be a list of token ids or a list of such lists");
+  }
+  // As TEI's untagged InputIds: a list of ids first (so [] is one empty list), then a batch.
+  if (ids->empty() || !ids->front().is_array()) {
+    r.ids.push_back(id_list(*ids));
+  } else {
+    check_batch_size(ids->size(), max_client_batch_size, "ids");
+    for (const json& list : *ids) {
+      if (!list.is_array()) {
+        bad_request("`ids` must be a list of token ids or a list of such lists");
+      }
+      r.ids.push_back(id_list(list));
+    }
+  }
+  r.skip_special_tokens = optional_bool(j, "skip_special_tokens").value_or(true);
+  return r;
+}
+
 OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   OpenAiEmbedRequest r;

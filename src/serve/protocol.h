@@ -91,6 +91,41 @@ struct EmbedRequest {
 };
 EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size);
 
+// POST /embed_all: {"inputs": "text" | ["text", ...], "truncate": bool|null,
+// "truncation_direction", "prompt_name": "name"|null}; the answer is, per input, every token's
+// vector. Same errors as decode_predict_request.
+struct EmbedAllRequest {
+  std::vector<std::string> inputs;
+  std::optional<bool> truncate;
+  TruncationDirection direction = TruncationDirection::kRight;
+  std::optional<std::string> prompt_name;
+};
+EmbedAllRequest decode_embed_all_request(std::string_view body, int max_client_batch_size);
+
+// POST /similarity: {"inputs": {"source_sentence": "text", "sentences": ["text", ...]},
+// "parameters": {"truncate": bool|null, "truncation_direction", "prompt_name": "name"|null} |
+// null}. As TEI: an empty `sentences` is a 400 ("empty"), and the source counts in the batch
+// (413 past max_client_batch_size with it).
+struct SimilarityRequest {
+  std::string source;
+  std::vector<std::string> sentences;
+  std::optional<bool> truncate;
+  TruncationDirection direction = TruncationDirection::kRight;
+  std::optional<std::string> prompt_name;
+};
+SimilarityRequest decode_similarity_request(std::string_view body, int max_client_batch_size);
+
+// POST /decode: {"ids": [id, ...] | [[id, ...], ...], "skip_special_tokens": bool (true)}; the
+// answer is always a list of texts. As TEI's untagged types read it, [] is one empty list; a
+// list of lists is a batch (400 "empty" when empty is impossible then; 413 past
+// max_client_batch_size). Each id must be an integer in [0, 2^32) (400 otherwise; the service
+// checks it against the vocabulary).
+struct DecodeRequest {
+  std::vector<std::vector<std::int64_t>> ids;
+  bool skip_special_tokens = true;
+};
+DecodeRequest decode_decode_request(std::string_view body, int max_client_batch_size);
+
 // POST /v1/embeddings, OpenAI's form (which TEI serves too): {"input": "text" | ["text", ...],
 // "model": "name" (echoed), "encoding_format": "float" | "base64", "dimensions": int|null}.
 struct OpenAiEmbedRequest {

@@ -206,5 +206,64 @@ TEST(ServeProtocol, OffsetsFollowTruncation) {
   EXPECT_EQ(pair.offsets.size(), pair.input_ids.size());
 }
 
+// /embed_all, /similarity (options under "parameters", the source counted in the batch) and
+// /decode (a list of ids or of lists; [] is one empty list) as TEI's types read them.
+TEST(ServeProtocol, EmbedAllSimilarityDecode) {
+  EmbedAllRequest e = decode_embed_all_request(
+      R"({"inputs": ["a", "b"], "truncate": true, "truncation_direction": "left",
+          "prompt_name": "q"})",
+      32);
+  EXPECT_EQ(e.inputs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(e.truncate, true);
+  EXPECT_EQ(e.direction, TruncationDirection::kLeft);
+  EXPECT_EQ(e.prompt_name, "q");
+  EXPECT_EQ(decode_embed_all_request(R"({"inputs": "a"})", 32).inputs.size(), 1u);
+
+  SimilarityRequest s = decode_similarity_request(
+      R"({"inputs": {"source_sentence": "s", "sentences": ["a", "b"]},
+          "parameters": {"truncate": false, "prompt_name": "q"}})",
+      3);
+  EXPECT_EQ(s.source, "s");
+  EXPECT_EQ(s.sentences, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(s.truncate, false);
+  EXPECT_EQ(s.prompt_name, "q");
+  // Top-level options are not TEI's: ignored, as unknown keys.
+  s = decode_similarity_request(
+      R"({"inputs": {"source_sentence": "s", "sentences": ["a"]}, "truncate": true})", 3);
+  EXPECT_FALSE(s.truncate.has_value());
+  auto status = [](auto decode, const char* body) {
+    try {
+      decode(body);
+    } catch (const ApiError& e) {
+      return e.status();
+    }
+    return 200;
+  };
+  auto similarity = [](const char* body) { decode_similarity_request(body, 3); };
+  EXPECT_EQ(status(similarity, R"({"inputs": {"source_sentence": "s", "sentences": ["a", "b",
+            "c"]}})"),
+            413);
+  EXPECT_EQ(status(similarity, R"({"inputs": {"source_sentence": "s", "sentences": []}})"), 400);
+  EXPECT_EQ(status(similarity, R"({"inputs": {"source_sentence": 1, "sentences": ["a"]}})"), 400);
+  EXPECT_EQ(status(similarity, R"({"inputs": ["s", "a"]})"), 400);
+
+  DecodeRequest d = decode_decode_request(R"({"ids": [101, 4294967295]})", 2);
+  ASSERT_EQ(d.ids.size(), 1u);
+  EXPECT_EQ(d.ids[0], (std::vector<std::int64_t>{101, 4294967295}));
+  EXPECT_TRUE(d.skip_special_tokens);
+  d = decode_decode_request(R"({"ids": [[1], []], "skip_special_tokens": false})", 2);
+  EXPECT_EQ(d.ids.size(), 2u);
+  EXPECT_FALSE(d.skip_special_tokens);
+  d = decode_decode_request(R"({"ids": []})", 2);
+  ASSERT_EQ(d.ids.size(), 1u);
+  EXPECT_TRUE(d.ids[0].empty());
+  auto decode = [](const char* body) { decode_decode_request(body, 2); };
+  EXPECT_EQ(status(decode, R"({"ids": [[1], [2], [3]]})"), 413);
+  for (const char* bad : {R"({"ids": [-1]})", R"({"ids": [4294967296]})", R"({"ids": [[1], 2]})",
+                          R"({"ids": [1, [2]]})", R"({"ids": {}})", R"({})"}) {
+    EXPECT_EQ(status(decode, bad), 400) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace bertfit::serve

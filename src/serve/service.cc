@@ -1,9 +1,9 @@
-// The routes of bertfit serve (see service.h).
+// The routes of bertfit serve (see service.h): dispatch, authorization, the classifiers' routes,
+// the queue submission every model route shares, /health and /info. The embedding routes are in
+// service_embed.cc, /tokenize and /decode in service_tokens.cc.
 #include "serve/service.h"
 
 #include <algorithm>
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 #include <cctype>
 #include <cmath>
 #include <memory>
@@ -50,18 +50,6 @@ class InFlight {
   Metrics& metrics_;
   int value_;
 };
-
-// Base64 (RFC 4648, with padding) of a vector's little-endian float32 bytes, as OpenAI's
-// encoding_format "base64" sends it.
-std::string base64_of(const std::vector<float>& v) {
-  using namespace boost::archive::iterators;
-  using Encode = base64_from_binary<transform_width<const unsigned char*, 6, 8>>;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
-  const std::size_t n = v.size() * sizeof(float);
-  std::string out(Encode(bytes), Encode(bytes + n));
-  out.append((3 - n % 3) % 3, '=');
-  return out;
-}
 
 // Compares without an early exit, so the time taken does not tell how much of a key matched.
 bool equal_constant_time(const std::string& a, const std::string& b) {
@@ -110,9 +98,10 @@ bool Service::authorized(const HttpRequest& req) const {
 void Service::handle(HttpRequest req, Respond respond) {
   const std::string path = path_of(req.target);
   const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
-  const bool known = is_predict || path == "/embed" || path == "/v1/embeddings" ||
-                     path == "/rerank" || path == "/tokenize" || path == "/health" ||
-                     path == "/info" || path == "/metrics";
+  const bool post = is_predict || path == "/embed" || path == "/embed_all" ||
+                    path == "/similarity" || path == "/v1/embeddings" || path == "/rerank" ||
+                    path == "/tokenize" || path == "/decode";
+  const bool known = post || path == "/health" || path == "/info" || path == "/metrics";
   const std::string route =
       known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
   Metrics& metrics = metrics_;
@@ -122,8 +111,6 @@ void Service::handle(HttpRequest req, Respond respond) {
   };
   try {
     if (!known) throw ApiError(404, "not_found", "no route " + path);
-    const bool post = is_predict || path == "/embed" || path == "/v1/embeddings" ||
-                      path == "/rerank" || path == "/tokenize";
     if (req.method != (post ? "POST" : "GET")) {
       throw ApiError(405, "method_not_allowed",
                      cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
@@ -133,10 +120,13 @@ void Service::handle(HttpRequest req, Respond respond) {
     }
     if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
     if (path == "/embed") return embed(req, finish);
+    if (path == "/embed_all") return embed_all(req, finish);
+    if (path == "/similarity") return similarity(req, finish);
     if (path == "/v1/embeddings") return openai_embed(req, finish);
     if (path == "/rerank") return rerank(req, finish);
     if (path == "/health") return finish(health());
     if (path == "/tokenize") return finish(tokenize(req));
+    if (path == "/decode") return finish(decode(req));
     if (path == "/info") return finish(info());
     HttpResponse r;
     r.body = metrics_.render();
@@ -154,15 +144,58 @@ void Service::handle(HttpRequest req, Respond respond) {
   }
 }
 
-void Service::predict(const HttpRequest& req, Respond respond) {
+std::shared_ptr<void> Service::take_place() {
   auto place = std::make_shared<InFlight>(in_flight_, metrics_);
   if (place->value() > options_.max_concurrent_requests) {
     throw ApiError(429, "overloaded", "Model is overloaded");
   }
+  return place;
+}
+
+const char* Service::task() const {
+  return embedder_ ? "feature-extraction"
+         : tagger_ ? "token-classification"
+                   : "text-classification";
+}
+
+bool Service::cross_encoder() const { return !embedder_ && !tagger_ && config_.num_labels == 1; }
+
+std::vector<std::string> Service::routes() const {
+  std::vector<std::string> r;
   if (embedder_) {
-    throw ApiError(400, "validation",
-                   "the model is a sentence embedder: /predict needs a classifier; use /embed");
+    r = {"/embed", "/embed_all", "/similarity", "/v1/embeddings"};
+  } else {
+    r = {"/predict"};
+    if (cross_encoder()) r.emplace_back("/rerank");
   }
+  for (const char* any : {"/tokenize", "/decode", "/health", "/info", "/metrics"}) {
+    r.emplace_back(any);
+  }
+  return r;
+}
+
+void Service::refuse(const std::string& route, const char* tei_message, const char* needs) const {
+  std::string what = head_kind_noun(config_.head);
+  if (!embedder_) what += cat(" of ", model_head(config_).output_width(config_), " outputs");
+  throw ApiError(424, "backend",
+                 cat("Backend error: ", tei_message, ": the model is a ", what, " (task ", task(),
+                     "); ", route, " needs ", needs),
+                 "model_type");
+}
+
+void Service::require_embedder(const char* route) const {
+  if (!embedder_) {
+    refuse(route, "Model is not an embedding model",
+           "an embedding model (a sentence-transformers folder)");
+  }
+}
+
+void Service::predict(const HttpRequest& req, Respond respond) {
+  if (embedder_) {
+    refuse("/predict", "Model is not a classifier model",
+           "a classifier; an embedding model answers /embed");
+  }
+  auto place = take_place();
   PredictRequest request =
       decode_predict_request(req.body, options_.max_client_batch_size,
                              tagger_ ? InputShape::kTexts : InputShape::kTextsOrPairs);
@@ -193,7 +226,7 @@ void Service::predict(const HttpRequest& req, Respond respond) {
     for (const TextInput& input : request.inputs) texts->push_back(input.a);
   }
   const std::size_t K = static_cast<std::size_t>(config_.num_labels);
-  submit(req, std::move(place), request.inputs, truncate, request.direction, tagger_,
+  submit(req, std::move(place), request.inputs, truncate, request.direction, tagger_, Output::kHead,
          std::move(respond), [this, batch, raw, how, texts, K](const Job& done) {
            std::string body;
            if (batch) body += '[';
@@ -213,9 +246,10 @@ void Service::predict(const HttpRequest& req, Respond respond) {
 
 void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
                      const std::vector<TextInput>& inputs, bool truncate,
-                     TruncationDirection direction, bool with_offsets, Respond respond,
-                     std::function<std::string(const Job&)> format) {
+                     TruncationDirection direction, bool with_offsets, Output output,
+                     Respond respond, std::function<std::string(const Job&)> format) {
   auto job = std::make_shared<Job>();
+  job->output = output;
   job->inputs.reserve(inputs.size());
   const Clock::time_point tokenize_start = Clock::now();
   std::int64_t tokens = 0;
@@ -276,71 +310,19 @@ void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
   throw ApiError(503, "unhealthy", "the server is shutting down", "shutting_down");
 }
 
-void Service::embed(const HttpRequest& req, Respond respond) {
-  require_embedder("/embed");
-  EmbedRequest request = decode_embed_request(req.body, options_.max_client_batch_size);
-  const std::string name = request.prompt_name.value_or(options_.default_prompt_name);
-  std::string prompt;
-  if (!name.empty()) {
-    const auto it = options_.prompts.find(name);
-    if (it == options_.prompts.end()) {
-      throw ApiError(
-          422, "validation",
-          cat("Input validation error: `prompt_name` \"", name,
-              "\" is not one of the model's prompts (config_sentence_transformers.json)"));
-    }
-    prompt = it->second;
-  }
-  embed_texts(req, std::move(respond), std::move(request.inputs), prompt, request.normalize,
-              request.dimensions, request.truncate, request.direction,
-              [](std::vector<std::vector<float>> vectors, std::int64_t /*tokens*/) {
-                // TEI's answer: a list of vectors, one per input.
-                return json(std::move(vectors)).dump();
-              });
-}
-
-void Service::openai_embed(const HttpRequest& req, Respond respond) {
-  require_embedder("/v1/embeddings");
-  OpenAiEmbedRequest request =
-      decode_openai_embed_request(req.body, options_.max_client_batch_size);
-  const std::string model = request.model.empty() ? info_.model_id : request.model;
-  const bool base64 = request.base64;
-  embed_texts(
-      req, std::move(respond), std::move(request.inputs), "", /*normalize=*/true,
-      request.dimensions, std::nullopt, TruncationDirection::kRight,
-      [model, base64](std::vector<std::vector<float>> vectors, std::int64_t tokens) {
-        json data = json::array();
-        for (std::size_t i = 0; i < vectors.size(); ++i) {
-          json vector = base64 ? json(base64_of(vectors[i])) : json(std::move(vectors[i]));
-          data.push_back({{"object", "embedding"}, {"embedding", std::move(vector)}, {"index", i}});
-        }
-        return json{{"object", "list"},
-                    {"data", std::move(data)},
-                    {"model", model},
-                    {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}
-            .dump(-1, ' ', false, json::error_handler_t::replace);
-      });
-}
-
 void Service::rerank(const HttpRequest& req, Respond respond) {
-  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
-  if (place->value() > options_.max_concurrent_requests) {
-    throw ApiError(429, "overloaded", "Model is overloaded");
+  if (!cross_encoder()) {
+    refuse("/rerank", "model is not a re-ranker model",
+           "a cross-encoder (a sequence classifier with one output)");
   }
-  if (embedder_ || tagger_ || config_.num_labels != 1) {
-    throw ApiError(400, "validation",
-                   cat("the model is a ", head_kind_noun(config_.head), " of ",
-                       model_head(config_).output_width(config_),
-                       " outputs: /rerank needs a cross-encoder (a sequence classifier with one "
-                       "output)"));
-  }
+  auto place = take_place();
   RerankRequest request = decode_rerank_request(req.body, options_.max_client_batch_size);
   std::vector<TextInput> inputs;
   for (const std::string& text : request.texts) inputs.push_back({request.query, text});
   auto texts = std::make_shared<std::vector<std::string>>(std::move(request.texts));
   const bool raw = request.raw_scores, with_text = request.return_text;
   submit(req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
-         request.direction, /*with_offsets=*/false, std::move(respond),
+         request.direction, /*with_offsets=*/false, Output::kHead, std::move(respond),
          [texts, raw, with_text](const Job& done) {
            // TEI's answer: [{"index", "score", "text"?}] by descending score (ties: input order).
            std::vector<std::pair<double, std::size_t>> scores;
@@ -357,51 +339,6 @@ void Service::rerank(const HttpRequest& req, Respond respond) {
              list.push_back(std::move(item));
            }
            return list.dump(-1, ' ', false, json::error_handler_t::replace);
-         });
-}
-
-void Service::require_embedder(const char* route) const {
-  if (embedder_) return;
-  throw ApiError(400, "validation",
-                 cat("the model is a ", head_kind_noun(config_.head), ": ", route,
-                     " needs an embedding model (a sentence-transformers folder)"));
-}
-
-void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
-                          const std::string& prompt, bool normalize, std::optional<int> dimensions,
-                          std::optional<bool> truncate, TruncationDirection direction,
-                          EmbedAnswer answer) {
-  auto place = std::make_shared<InFlight>(in_flight_, metrics_);
-  if (place->value() > options_.max_concurrent_requests) {
-    throw ApiError(429, "overloaded", "Model is overloaded");
-  }
-  const int D = model_head(config_).output_width(config_);
-  if (dimensions && (*dimensions < 1 || *dimensions > D)) {
-    throw ApiError(
-        422, "validation",
-        cat("Input validation error: `dimensions` must be in [1, ", D, "], got ", *dimensions));
-  }
-  const int dims = dimensions.value_or(D);
-  std::vector<TextInput> inputs;
-  for (std::string& text : texts) inputs.push_back({prompt + text, std::nullopt});
-  submit(req, std::move(place), inputs, truncate.value_or(options_.auto_truncate), direction,
-         /*with_offsets=*/false, std::move(respond),
-         [D, dims, normalize, answer = std::move(answer)](const Job& done) {
-           // The first `dims` values of each vector, L2-normalized when asked (a model with a
-           // Normalize module is normalized already, before the cut).
-           std::vector<std::vector<float>> vectors;
-           std::int64_t tokens = 0;
-           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
-             const float* v = done.logits.data() + done.row_start[i] * D;
-             std::vector<float> out(v, v + dims);
-             if (normalize) {
-               const float n = l2_norm(out.data(), dims);
-               for (float& x : out) x /= n;
-             }
-             vectors.push_back(std::move(out));
-             tokens += static_cast<std::int64_t>(done.inputs[i].input_ids.size());
-           }
-           return answer(std::move(vectors), tokens);
          });
 }
 
@@ -444,68 +381,6 @@ void Service::append_entities(std::string& out, std::string text, const Encoding
   out += list.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Tokenizes every input first and refuses the request past max_batch_tokens tokens (what one
-// batch of the model takes), then writes the answer straight into its string.
-HttpResponse Service::tokenize(const HttpRequest& req) {
-  InFlight place(in_flight_, metrics_);
-  if (place.value() > options_.max_concurrent_requests) {
-    throw ApiError(429, "overloaded", "Model is overloaded");
-  }
-  TokenizeRequest request = decode_tokenize_request(req.body, options_.max_client_batch_size);
-  const std::int64_t cap = options_.limits.max_batch_tokens;
-  const std::int64_t specials = request.add_special_tokens ? 2 : 0;
-  std::vector<std::vector<std::int32_t>> all;
-  std::vector<std::vector<TokenOffset>> spans;  // character offsets of each token
-  std::int64_t total = 0;
-  for (const std::string& text : request.inputs) {
-    all.emplace_back();
-    std::vector<TokenOffset> bytes;
-    tokenizer_.tokenize_into(text, all.back(), &bytes);
-    spans.push_back(byte_to_char_offsets(text, bytes));
-    total += static_cast<std::int64_t>(all.back().size()) + specials;
-    if (total > cap) {
-      throw ApiError(413, "validation",
-                     cat("the inputs have over ", cap,
-                         " tokens (--max-batch-tokens); send fewer or shorter texts"),
-                     "tokenize_limit");
-    }
-  }
-  std::string out = "[";
-  // start/stop: the token's characters [start, stop) in its input (code points, as Hugging
-  // Face's fast tokenizers count them); null for the special tokens added around it.
-  auto add = [&](std::int32_t id, bool special, bool first, const TokenOffset* span) {
-    out += first ? "{\"id\":" : ",{\"id\":";
-    out += std::to_string(id);
-    out += ",\"text\":";
-    out += json(tokenizer_.token(id)).dump(-1, ' ', false, json::error_handler_t::replace);
-    out += special ? ",\"special\":true" : ",\"special\":false";
-    if (span == nullptr) {
-      out += ",\"start\":null,\"stop\":null}";
-    } else {
-      out += ",\"start\":" + std::to_string(span->begin) +
-             ",\"stop\":" + std::to_string(span->end) + "}";
-    }
-  };
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    out += i > 0 ? ",[" : "[";
-    bool first = true;
-    if (request.add_special_tokens) {
-      add(tokenizer_.cls_id(), true, std::exchange(first, false), nullptr);
-    }
-    for (std::size_t t = 0; t < all[i].size(); ++t) {
-      add(all[i][t], false, std::exchange(first, false), &spans[i][t]);
-    }
-    if (request.add_special_tokens) {
-      add(tokenizer_.sep_id(), true, std::exchange(first, false), nullptr);
-    }
-    out += ']';
-  }
-  out += ']';
-  HttpResponse r;
-  r.body = std::move(out);
-  return r;
-}
-
 HttpResponse Service::health() const {
   if (!batcher_.healthy()) throw ApiError(503, "unhealthy", "unhealthy");
   HttpResponse r;
@@ -542,9 +417,8 @@ HttpResponse Service::info() const {
       {"weights_sha256", info_.weights_sha256},
       {"model_dtype", info_.dtype},
       {"model_type", model_type},
-      {"task", embedder_ ? "feature-extraction"
-               : tagger_ ? "token-classification"
-                         : "text-classification"},
+      {"task", task()},
+      {"routes", routes()},
       {"architecture", config_.model_type()},
       {"problem_type", problem},
       {"max_concurrent_requests", options_.max_concurrent_requests},

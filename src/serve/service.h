@@ -11,24 +11,39 @@
 //   POST /embed                                an embedding model's vector per input (TEI's
 //                                              /embed: normalize, truncate, prompt_name,
 //                                              dimensions)
+//   POST /embed_all                            an embedding model's last layer at every token
+//                                              of each input ([CLS] and [SEP] too; no pooling,
+//                                              no normalization): TEI's /embed_all (truncate,
+//                                              prompt_name)
+//   POST /similarity                           the cosine similarity of /embed's vector of
+//                                              inputs.source_sentence with each of
+//                                              inputs.sentences (TEI's /similarity)
 //   POST /v1/embeddings                        the same in OpenAI's form (input, model,
 //                                              encoding_format float or base64, dimensions)
 //   POST /rerank                               a cross-encoder's (a one-output sequence
 //                                              classifier's) score of (query, text) per text,
 //                                              sigmoid unless raw_scores, sorted, with index
 //   POST /tokenize                             the model's tokens per input
+//   POST /decode                               the text of each id list (Tokenizer::decode;
+//                                              skip_special_tokens, default true)
 //   GET  /health                               200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
 //                                              queued behind inference
-//   GET  /info                                 model, weights sha256, dtype, labels, limits
+//   GET  /info                                 model, weights sha256, dtype, labels, limits,
+//                                              task and the routes the model serves
 //   GET  /metrics                              Prometheus text (metrics.h)
 // With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY` (the
 // scheme in any case); a 401 says `WWW-Authenticate: Bearer`.
-// Bounded work: /predict and /tokenize hold one of max_concurrent_requests places (429 past it);
-// /tokenize answers at most max_batch_tokens tokens a request (413 past it); /predict is admitted
-// by the real tokens already queued (429 past BatchLimits::max_queued_tokens) and answered 503
-// with Retry-After when it waited in the queue over max_queue_seconds. Every refusal is counted
-// in /metrics by reason and status.
+// A model route the model cannot serve (/predict on an embedder, /embed, /embed_all,
+// /similarity, /v1/embeddings on a classifier, /rerank on anything but a cross-encoder) is TEI's
+// 424 ("backend": "Backend error: Model is not an embedding model", ...), naming the model's
+// head and task.
+// Bounded work: every route but /health, /info and /metrics holds one of
+// max_concurrent_requests places (429 past it); /tokenize and /decode answer at most
+// max_batch_tokens tokens a request (413 past it); the model routes are admitted by the real
+// tokens already queued (429 past BatchLimits::max_queued_tokens), batched together by the
+// Batcher, and answered 503 with Retry-After when they waited in the queue over
+// max_queue_seconds. Every refusal is counted in /metrics by reason and status.
 #pragma once
 
 #include <atomic>
@@ -106,26 +121,44 @@ class Service {
   Metrics& metrics() { return metrics_; }
 
   int max_input_length() const { return config_.max_tokens(); }
+  // What GET /info says: the pipeline task and the routes this model serves.
+  const char* task() const;
+  std::vector<std::string> routes() const;
 
  private:
   void predict(const HttpRequest& req, Respond respond);
   void embed(const HttpRequest& req, Respond respond);
   void openai_embed(const HttpRequest& req, Respond respond);
   void rerank(const HttpRequest& req, Respond respond);
-  // ApiError 400 naming the model's head unless it is an embedding model.
+  void embed_all(const HttpRequest& req, Respond respond);
+  void similarity(const HttpRequest& req, Respond respond);
+  // One of max_concurrent_requests places, held until the answer is sent (ApiError 429 if none).
+  std::shared_ptr<void> take_place();
+  // A one-output sequence classifier (what /rerank scores with).
+  bool cross_encoder() const;
+  // Throws TEI's 424 for a route the model cannot serve: "Backend error: <tei_message>", then
+  // the model's head and task and what the route needs.
+  [[noreturn]] void refuse(const std::string& route, const char* tei_message,
+                           const char* needs) const;
+  // refuse()s unless the model is an embedding model.
   void require_embedder(const char* route) const;
+  // The text of a prompt_name (else the default prompt; "" for none); 422 for a name the model
+  // does not have.
+  std::string prompt_of(const std::optional<std::string>& prompt_name) const;
   // The body of an embedding answer from the vectors and the inputs' token count.
   using EmbedAnswer = std::function<std::string(std::vector<std::vector<float>>, std::int64_t)>;
   // Embeds prompt + each text; each vector cut to `dimensions` and normalized when asked.
   void embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
                    const std::string& prompt, bool normalize, std::optional<int> dimensions,
                    std::optional<bool> truncate, TruncationDirection direction, EmbedAnswer answer);
-  // Encodes the inputs, queues them as one Job and answers with format(done) when it is computed
-  // (or the timeout, failure and overload answers); place is held until then.
+  // Encodes the inputs, queues them as one Job of `output` and answers with format(done) when it
+  // is computed (or the timeout, failure and overload answers); place is held until then.
   void submit(const HttpRequest& req, std::shared_ptr<void> place,
               const std::vector<TextInput>& inputs, bool truncate, TruncationDirection direction,
-              bool with_offsets, Respond respond, std::function<std::string(const Job&)> format);
+              bool with_offsets, Output output, Respond respond,
+              std::function<std::string(const Job&)> format);
   HttpResponse tokenize(const HttpRequest& req);
+  HttpResponse decode(const HttpRequest& req);
   HttpResponse health() const;
   HttpResponse info() const;
   bool authorized(const HttpRequest& req) const;

@@ -76,6 +76,9 @@ void ByteLevelBpeTokenizer::build(Model model, const std::string& source) {
   id_token_.assign(static_cast<std::size_t>(max_id + 1), std::string());
   for (const auto& [token, id] : model.vocab) id_token_[id] = token;
   for (const auto& [id, token] : model.added) id_token_[id] = token;
+  added_ids_.clear();
+  for (const auto& [id, token] : model.added) added_ids_.push_back(id);
+  std::sort(added_ids_.begin(), added_ids_.end());
   symbol_id_.resize(names.size());
   symbol_bytes_.resize(names.size());
   for (std::size_t s = 0; s < names.size(); ++s) {

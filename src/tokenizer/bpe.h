@@ -56,6 +56,12 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
     std::vector<std::pair<std::int32_t, std::string>> added;  // id, content (vocab additions)
   };
 
+ protected:
+  // RobertaTokenizer's: the bytes the tokens' characters stand for, as UTF-8 with invalid
+  // sequences replaced (errors="replace").
+  std::string tokens_to_string(const std::vector<std::string>& tokens) const override;
+  bool is_added_id(std::int32_t id) const override;
+
  private:
   ByteLevelBpeTokenizer() : Tokenizer(TokenizerKind::kByteLevelBpe, PairTemplate::kRoberta) {}
   // Interns the symbols and merges of model; source names the file in errors.
@@ -78,7 +84,8 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::vector<std::int32_t> symbol_id_;      // symbol -> vocabulary id (-1: none)
   std::vector<std::uint32_t> symbol_bytes_;  // symbol -> input bytes it stands for
   std::unordered_map<std::uint64_t, Merge> merges_;
-  std::vector<std::string> id_token_;  // id -> token
+  std::vector<std::string> id_token_;    // id -> token
+  std::vector<std::int32_t> added_ids_;  // sorted: the ids of tokens outside vocab (model.added)
   tokenizer_detail::AddedTokenSplitter added_;
   bool add_prefix_space_ = false;
   std::unique_ptr<tokenizer_detail::WordCache> cache_ =

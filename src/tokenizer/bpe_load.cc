@@ -170,6 +170,7 @@ struct BpeLoader {
       *specs[i].out = id;
       t.added_.add({resolved[i].content, id, resolved[i].lstrip, resolved[i].rstrip});
     }
+    t.extra_special_ids_ = {bos, eos};
   }
 };
 

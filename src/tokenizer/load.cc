@@ -1,5 +1,6 @@
 // load_tokenizer: picks the tokenizer of a model folder from the files present,
-// tokenizer_config.json's tokenizer_class and config.json's model_type; load_tokenizer_file for a
+// tokenizer_config.json's tokenizer_class and config.json's model_type (and reads its
+// clean_up_tokenization_spaces for decode); load_tokenizer_file for a
 // single file; the tokenizer files a saved model carries (copied unchanged).
 #include <nlohmann/json.hpp>
 
@@ -114,6 +115,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
                 "sentencepiece.bpe.model or tokenizer.json)",
                 cls.empty() ? "" : "; tokenizer_config.json's tokenizer_class is " + cls);
   }
+  // decode's clean_up_tokenization (transformers' default: on).
+  const std::string config_path = join_path(dir, "tokenizer_config.json");
+  t->set_clean_up_tokenization_spaces(
+      tokenizer_detail::optional_bool(tokenizer_detail::optional_json_object(config_path),
+                                      "clean_up_tokenization_spaces", config_path)
+          .value_or(true));
   return t;
 }
 

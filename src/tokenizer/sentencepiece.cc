@@ -81,7 +81,12 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
     t->added_.add({r.content, *s.out, r.lstrip, r.rstrip});
     specials.push_back(r.content);
   }
-  for (const std::string& p : plain) t->added_.add({p, t->token_to_id(p), true, true});
+  for (const std::string& p : plain) {
+    t->added_.add({p, t->token_to_id(p), true, true});
+    t->extra_special_ids_.push_back(t->token_to_id(p));
+  }
+  t->extra_special_ids_.push_back(bos);
+  t->extra_special_ids_.push_back(eos);
   // added_tokens.json: non-special tokens after the vocabulary, plain (stripped both sides).
   // Their ids must follow one another from the vocabulary's size (else transformers refuses the
   // file); add_tokens then adds, with the next free ids, only the tokens that convert to the

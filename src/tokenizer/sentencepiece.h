@@ -48,6 +48,12 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string token(std::int32_t id) const override;
   FairseqMapping mapping() const { return mapping_; }
 
+ protected:
+  // XLMRobertaTokenizer's: joined, "\u2581" as a space, stripped (CamemBERT's own rule, which
+  // decodes the pieces between special tokens with the spm model, is not followed).
+  std::string tokens_to_string(const std::vector<std::string>& tokens) const override;
+  bool is_added_id(std::int32_t id) const override;
+
  private:
   SentencePieceTokenizer();
   // Loads a serialized spm ModelProto; source names the file in errors.

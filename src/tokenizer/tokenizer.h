@@ -1,7 +1,8 @@
 // The tokenizer interface every caller (data, task, serve, the CLI) uses: ids and byte offsets of
 // a text, single and pair encoding with the family's template and longest_first truncation, the
-// special ids and the largest id. Implementations: WordPiece (wordpiece.h), byte-level BPE
-// (bpe.h) and SentencePiece (sentencepiece.h); load_tokenizer picks one from a model folder.
+// special ids and the largest id, and ids back to text (decode, decode.cc). Implementations:
+// WordPiece (wordpiece.h), byte-level BPE (bpe.h) and SentencePiece (sentencepiece.h);
+// load_tokenizer picks one from a model folder.
 //
 // Offsets are BYTE offsets [begin, end) into the UTF-8 text the caller passed (Hugging Face's
 // fast tokenizers give character offsets; byte_to_char_offsets converts). Special tokens of a
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +69,23 @@ class Tokenizer {
 
   std::vector<std::int32_t> tokenize_ids(std::string_view text) const;
 
+  // The text of ids as the family's slow transformers 4.28.1 tokenizer decodes them
+  // (PreTrainedTokenizer._decode): special ids dropped when skip_special_tokens; the other
+  // tokens' strings joined by the family's convert_tokens_to_string (WordPiece: spaces, "##"
+  // glued, stripped; byte-level BPE: the bytes they stand for, invalid UTF-8 replaced by U+FFFD
+  // as Python's errors="replace"; SentencePiece: "▁" as a space, stripped), each added
+  // (non-vocabulary) token apart and every part joined by a space; then clean_up_tokenization
+  // (" ." -> ".", " n't" -> "n't", ...) when clean_up (default: the folder's
+  // clean_up_tokenization_spaces, true unless tokenizer_config.json says false). Throws Error
+  // naming an id outside 0..max_id().
+  std::string decode(std::span<const std::int32_t> ids, bool skip_special_tokens,
+                     std::optional<bool> clean_up = std::nullopt) const;
+  // id is one of the tokenizer's special tokens (transformers' all_special_ids).
+  bool is_special_id(std::int32_t id) const;
+  bool clean_up_tokenization_spaces() const { return clean_up_tokenization_spaces_; }
+  // tokenizer_config.json's clean_up_tokenization_spaces (load_tokenizer sets it).
+  void set_clean_up_tokenization_spaces(bool on) { clean_up_tokenization_spaces_ = on; }
+
   // The template around a (and b) truncated to max_len total tokens with HF's longest_first
   // strategy (one token at a time from the longer sequence, from b on ties). Throws Error if
   // max_len cannot hold the template's special tokens. A single text is truncated down to
@@ -105,9 +124,18 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = default;
   Tokenizer& operator=(Tokenizer&&) = default;
 
+  // transformers' convert_tokens_to_string of the family, for tokens that are not added ones.
+  virtual std::string tokens_to_string(const std::vector<std::string>& tokens) const = 0;
+  // id is an added token (added_tokens_encoder: not in the model's own vocabulary), which
+  // decode keeps apart from its neighbours.
+  virtual bool is_added_id(std::int32_t /*id*/) const { return false; }
+
   TokenizerKind kind_;
   PairTemplate template_;
   SpecialIds special_;
+  // Special ids beyond special_ (bos, eos, additional special tokens) that decode skips.
+  std::vector<std::int32_t> extra_special_ids_;
+  bool clean_up_tokenization_spaces_ = true;
   std::int32_t max_id_ = -1;
   std::vector<std::string> source_files_;
 

@@ -47,6 +47,10 @@ class WordPieceTokenizer final : public Tokenizer {
   std::string token(std::int32_t id) const override { return vocab_.at(id); }
   bool lowercase() const { return lowercase_; }
 
+ protected:
+  // BertTokenizer's: joined by spaces, " ##" glued, stripped.
+  std::string tokens_to_string(const std::vector<std::string>& tokens) const override;
+
  private:
   struct Options {
     bool lowercase = true;

@@ -269,8 +269,9 @@ TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
   r = client.post("/v1/embeddings", json{{"input", "a"}, {"encoding_format", "int8"}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
   r = client.post("/predict", json{{"inputs", "a"}}.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("sentence embedder: /predict needs a classifier; use /embed"),
+  EXPECT_EQ(r.status, 424) << r.body;
+  EXPECT_NE(r.body.find("Model is not a classifier model: the model is a sentence embedder (task "
+                        "feature-extraction); /predict needs a classifier"),
             std::string::npos)
       << r.body;
   const json info = json::parse(client.get("/info").body);
@@ -282,10 +283,11 @@ TEST(EmbedCli, ServeEmbedEqualsEmbedCommand) {
   ASSERT_TRUE(classifier.started()) << classifier.err();
   HttpClient c2(classifier.port());
   r = c2.post("/v1/embeddings", json{{"input", "a"}}.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.status, 424) << r.body;
   r = c2.post("/embed", json{{"inputs", "a"}}.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("the model is a sequence classifier: /embed needs an embedding model"),
+  EXPECT_EQ(r.status, 424) << r.body;
+  EXPECT_NE(r.body.find("Model is not an embedding model: the model is a sequence classifier of 2 "
+                        "outputs (task text-classification); /embed needs an embedding model"),
             std::string::npos)
       << r.body;
 }
@@ -350,8 +352,9 @@ TEST(EmbedCli, RerankEqualsPredictsPairScoresSorted) {
   ASSERT_TRUE(two.started()) << two.err();
   HttpClient c2(two.port());
   HttpReply r = c2.post("/rerank", json{{"query", "q"}, {"texts", {"a"}}}.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.body.find("sequence classifier of 2 outputs: /rerank needs a cross-encoder"),
+  EXPECT_EQ(r.status, 424) << r.body;
+  EXPECT_NE(r.body.find("model is not a re-ranker model: the model is a sequence classifier of 2 "
+                        "outputs (task text-classification); /rerank needs a cross-encoder"),
             std::string::npos)
       << r.body;
 }
