@@ -28,6 +28,7 @@
 #include "model/model_io.h"
 #include "train/optimizer.h"
 #include "train/options.h"
+#include "train/pair_objective.h"
 #include "train/step.h"
 
 namespace bertfit::cli {
@@ -101,9 +102,12 @@ void run(const BenchOptions& o) {
     init_params(state.layout, state.config, 42, state.params.data());
   }
   const ModelConfig& c = state.config;
-  if (train && model_head(c).label_count(c, 1, 1) == 0) {
-    throw_error("--model ", o.model_dir, ": a ", head_kind_noun(c.head),
-                " has no training loss in bertfit yet: bench infer measures it");
+  // A head without a per-example loss (a sentence embedder) trains as `train` trains it: the
+  // batch's B sequences as B/2 (anchor, positive) pairs under MultipleNegativesRankingLoss.
+  const bool pairs = model_head(c).label_count(c, 1, 1) == 0;
+  if (train && pairs && o.compute.batch_size % 2 != 0) {
+    throw_error("--batch-size ", o.compute.batch_size, ": a ", head_kind_noun(c.head),
+                " trains on pairs of texts; give an even number of sequences");
   }
   if (o.seq_len > c.max_tokens()) {
     throw_error("--seq-len ", o.seq_len, " exceeds the model's ", c.max_tokens(), " positions");
@@ -133,6 +137,11 @@ void run(const BenchOptions& o) {
   AdamW opt(state.layout, {.weight_decay = defaults.weight_decay});
   std::optional<TrainStep> train_step;
   if (train) train_step.emplace(model, opt, nullptr, 1);
+  if (train && pairs) {
+    train_step->use_objective(std::make_unique<PairObjective>(
+        PairLoss::kMultipleNegativesRanking, defaults.embedding.loss_scale, 2,
+        model_head(c).output_width(c), nullptr));
+  }
   Activations infer_acts;
   const ModelInput in{B, T, batch.input_ids.data(), batch.token_type_ids.data(),
                       batch.attention_mask.data()};

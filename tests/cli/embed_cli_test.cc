@@ -189,15 +189,20 @@ TEST(EmbedCli, FlagsAndRefusals) {
             std::string("is a sentence embedder: `bertfit embed` gives its vectors")},
         std::pair{"eval --model " + st + " --dev-file " + (tmp / "labelled.csv") +
                       " --text-a-column text --label-column label",
-                  std::string("is a sentence embedder: `bertfit eval` scores classifiers")},
+                  std::string("sentence-embedding rows need --text-a-column (the anchor or first "
+                              "text) and --text-b-column")},
         std::pair{"forward --model " + st + " --batch " + (tmp / "batch.json"),
                   std::string("a sentence embedder takes no labels")},
-        std::pair{"bench train --model " + st + " --steps 1",
-                  std::string("a sentence embedder has no training loss in bertfit yet")}}) {
+        std::pair{"bench train --model " + st + " --steps 1 --batch-size 3",
+                  std::string("a sentence embedder trains on pairs of texts; give an even")}}) {
     r = run_bertfit(args);
     EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
   }
+  // bench train times an embedder's step as train runs it (pairs under MNRL).
+  r = run_bertfit("bench train --model " + st + " --steps 1 --batch-size 4 --seq-len 16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(last_line(r.out))["mode"], "train");
   // forward without labels prints the embeddings.
   write_text(tmp / "batch.json", R"({"input_ids": [[101, 1037, 102]]})");
   r = run_bertfit("forward --model " + st + " --batch " + (tmp / "batch.json"));
