@@ -49,12 +49,19 @@ std::string prompt_of(const EmbedOptions& o, const ModelState& state) {
 }
 
 void run(const EmbedOptions& o) {
+  const std::string& dir = o.model.model_dir;
+  if (!o.model.pooling && is_directory(dir) && !path_exists(join_path(dir, "modules.json"))) {
+    throw_error("--model ", dir,
+                " is not a sentence-transformers folder (no modules.json); "
+                "give --pooling (cls, mean, max, mean_sqrt_len, last_token) to embed with its "
+                "encoder's token vectors");
+  }
   InferenceModel m = load_for_inference(o.model);
   const ModelState& state = m.state;
   if (state.config.head != HeadKind::kEmbedding) {
     throw_error("--model ", o.model.model_dir, " is a ", head_kind_noun(state.config.head),
                 "; `bertfit embed` needs a sentence-transformers folder (modules.json with a "
-                "Pooling module)");
+                "Pooling module), or --pooling for a plain encoder");
   }
   const DataOptions& d = o.data;
   if (d.text_a_column.empty()) throw_error("--text-a-column is required");
@@ -122,6 +129,7 @@ void add_embed_command(CLI::App& app) {
               &o->input}});
   add_flags(*cmd, select_flags(data_flags(o->data),
                                {"--text-a-column", "--no-header", "--skip-malformed", "--format"}));
+  add_flags(*cmd, pooling_flags(o->model.pooling));
   add_flags(
       *cmd,
       {{"--id-column", "Column copied to each output line as \"id\"", &o->id_column},

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "apps/bertfit/cli_flags.h"
@@ -41,6 +42,7 @@ struct ServeOptions {
   std::string model_dir;
   std::string revision = "main";
   ComputeOptions compute;  // --precision, --threads
+  std::optional<Pooling> pooling;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::int64_t max_batch_tokens = 16384;
@@ -160,7 +162,7 @@ void run(const ServeOptions& o) {
   set_num_threads(1);
   const Precision precision = runnable_precision(o.compute.precision);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
-  ModelState state = load_model(folder, {.require_head = true});
+  ModelState state = load_model(folder, {.require_head = true, .pooling = o.pooling});
   const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
   const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);
@@ -239,6 +241,7 @@ void add_serve_command(CLI::App& app) {
             join_flags({model_flags(o->model_dir, o->revision),
                         select_flags(compute_flags(o->compute), {"--precision", "--threads"})}));
   cmd->get_option("--model")->required();
+  add_flags(*cmd, pooling_flags(o->pooling));
   add_flags(
       *cmd,
       {{"--host", "Address to listen on", &o->host},

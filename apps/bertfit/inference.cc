@@ -25,8 +25,8 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.batch_size <= 0) throw_error("--batch-size must be > 0, got ", c.batch_size);
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
-  InferenceModel m{load_model(folder, {.require_head = true}), load_tokenizer(folder),
-                   runnable_precision(c.precision)};
+  InferenceModel m{load_model(folder, {.require_head = true, .pooling = o.pooling}),
+                   load_tokenizer(folder), runnable_precision(c.precision)};
   check_tokenizer_fits(*m.tokenizer, m.state.config, folder);
   if (c.max_seq_len > m.state.config.max_tokens()) {
     throw_error("--max-seq-len ", c.max_seq_len, " exceeds the ", m.state.config.max_tokens(),

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct InferenceOptions {
   std::string model_dir;  // --model as given: a folder or a Hub repository id
   std::string revision = "main";
   ComputeOptions compute;
+  std::optional<Pooling> pooling;  // embed's --pooling (LoadOptions::pooling)
 };
 
 // --model (required), --revision and the compute group.

@@ -121,4 +121,17 @@ FlagTable overwrite_flags(bool& overwrite) {
   };
 }
 
+FlagTable pooling_flags(std::optional<Pooling>& pooling) {
+  return {{"--pooling",
+           "Serve the model as a sentence embedder with this pooling (TEI's --pooling): a plain "
+           "encoder's token vectors become the sentence's by cls, mean, max, mean_sqrt_len or "
+           "last_token; a sentence-transformers folder's own Pooling module is overridden",
+           choice_target(pooling, {{"cls", std::optional(Pooling::kCls)},
+                                   {"mean", std::optional(Pooling::kMean)},
+                                   {"max", std::optional(Pooling::kMax)},
+                                   {"mean_sqrt_len", std::optional(Pooling::kMeanSqrtLen)},
+                                   {"last_token", std::optional(Pooling::kLastToken)}}),
+           false}};
+}
+
 }  // namespace bertfit

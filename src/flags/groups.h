@@ -12,6 +12,7 @@
 #include "data/table.h"
 #include "flags/flag.h"
 #include "model/config.h"
+#include "model/pooling.h"
 #include "model/precision.h"
 
 namespace bertfit {
@@ -65,6 +66,10 @@ struct HeadOptions {
 };
 
 FlagTable head_flags(HeadOptions& head);
+
+// --pooling (embed, serve): run the model as a sentence embedder with this pooling, TEI's
+// --pooling (model_io.h: LoadOptions::pooling). Unset: the folder's modules decide.
+FlagTable pooling_flags(std::optional<Pooling>& pooling);
 
 // --overwrite-output-dir (train, init): see train/output_dir.h.
 FlagTable overwrite_flags(bool& overwrite_output_dir);

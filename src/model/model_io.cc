@@ -322,6 +322,17 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
   } else if (!options.config && architecture_of(hf, *config.family, config_path).empty()) {
     config.head = head_from_tensors(checkpoint, config);
   }
+  if (options.pooling) {
+    if (!st) {
+      st.emplace();
+      st->word_embedding_dimension = config.hidden;
+      st->max_seq_length = config.max_tokens();
+    }
+    st->pooling = {*options.pooling};
+    config.head = HeadKind::kEmbedding;
+    config.pooling = st->pooling;
+    config.normalize = st->normalize;
+  }
   ModelState state(config);
   // The modules describe the model only when it runs as the embedder they make (not a
   // classifier trained from a sentence-transformers folder).
@@ -331,7 +342,7 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
       other_architecture(hf, *state.config.family, state.config.head, config_path);
   // sentence-transformers' Transformer module loads the base model (AutoModel) whatever class
   // config.json names (a BertForMaskedLM it was trained from): the modules decide.
-  if (st_model) state.config.other_architecture.clear();
+  if (st_model || options.pooling) state.config.other_architecture.clear();
   state.hf_config = std::move(hf);
   const std::string& weights_path = checkpoint.path();
   CheckpointMatch match =

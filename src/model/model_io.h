@@ -83,6 +83,10 @@ struct LoadOptions {
   // model, another task's head: model/architecture.h) or, whatever it names, when any head
   // tensor is missing; training starts a new head instead.
   bool require_head = false;
+  // Run the model as a sentence embedder with this pooling (TEI's --pooling): a plain encoder
+  // gets the embedding head (without Normalize; its modules written as such when saved), a
+  // sentence-transformers folder's Pooling module is overridden. Unset: the folder decides.
+  std::optional<Pooling> pooling = std::nullopt;
 };
 
 // Loads dir/config.json and the folder's weights (open_model_weights); fp16, bf16 and fp64

@@ -213,8 +213,7 @@ TEST(EmbedCli, FlagsAndRefusals) {
   r = run_bertfit("embed --model " + (tmp / "cls") + " --input " + (tmp / "one.csv") +
                   " --text-a-column text");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("is a sequence classifier; `bertfit embed` needs a sentence-transformers "
-                       "folder"),
+  EXPECT_NE(r.err.find("is not a sentence-transformers folder (no modules.json); give --pooling"),
             std::string::npos)
       << r.err;
 }

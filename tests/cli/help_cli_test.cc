@@ -90,7 +90,8 @@ const std::set<std::pair<std::string, std::string>> kOwnFlags = {
     {"init", "--seed"},       {"forward", "--seed"}, {"predict", "--input"},
     {"tokenize", "--input"},  {"init", "--vocab"},   {"tokenize", "--vocab"},
     {"init", "--arch"},       {"bench", "--arch"},   {"tokenize", "--max-seq-len"},
-    {"init", "--num-labels"}, {"init", "--labels"},  {"init", "--task"}};
+    {"init", "--num-labels"}, {"init", "--labels"},  {"init", "--task"},
+    {"train", "--pooling"}};  // training's pooling of a new embedder (default auto: mean)
 
 // Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
 // words train accepts and what they mean there differ from inference's.
