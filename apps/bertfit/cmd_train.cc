@@ -21,11 +21,15 @@ void add_train_command(CLI::App& app) {
       "custom files "
       "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C). "
       "Writes the fine-tuned model (HF layout), metrics.jsonl and a resumable checkpoint/ to "
-      "--output.");
+      "--output. A sentence-transformers folder (or --objective embedding) trains sentence "
+      "embeddings on rows of texts (--text-a-column anchor, --text-b-column positive, "
+      "--negative-columns, or --label-column scores: --loss) and is saved as a "
+      "sentence-transformers folder; --dev-file scored pairs are evaluated by Spearman.");
   add_flags(*cmd, train_flags(*options));
   cmd->get_option("--model")->required();
   cmd->get_option("--output")->required();
-  cmd->callback([options] {
+  cmd->callback([options, cmd] {
+    options->max_seq_len_given = cmd->get_option("--max-seq-len")->count() > 0;
     try {
       validate_train_options(*options);  // a mistyped flag fails before a download
     } catch (const Error& e) {

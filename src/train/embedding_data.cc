@@ -1,12 +1,14 @@
 // Sentence-embedding training's data and model (see embedding_data.h).
 #include "train/embedding_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/file.h"
+#include "base/log.h"
 #include "io/json.h"
 #include "model/model_io.h"
 #include "task/pair_data.h"
@@ -76,7 +78,8 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
   }
   model_weights_path(source);
   ModelConfig config = parse_model_config_json(read_json_file(config_path), config_path);
-  if (std::optional<SentenceTransformerSpec> st = read_sentence_transformer(source)) {
+  const std::optional<SentenceTransformerSpec> st = read_sentence_transformer(source);
+  if (st) {
     // (A checkpoint of a --pooling run holds the modules it wrote: the same pooling.)
     if (e.pooling && st->pooling != std::vector<Pooling>{*e.pooling}) {
       throw_error("--pooling ", pooling_name(*e.pooling), ": ", source,
@@ -105,7 +108,13 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
   const std::string& model = o.model_folder();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
   check_tokenizer_fits(*tokenizer, config, model);
-  const int max_len = o.compute.max_seq_len;
+  int max_len = o.compute.max_seq_len;
+  if (!o.max_seq_len_given && st && st->max_seq_length) {
+    // fit() cuts texts at the folder's max_seq_length.
+    max_len = std::min(*st->max_seq_length, config.max_tokens());
+    log_info("texts are cut at ", max_len, " tokens (", source,
+             "'s max_seq_length; --max-seq-len sets another)");
+  }
   if (max_len > config.max_tokens()) {
     throw_error("--max-seq-len ", max_len, " exceeds the ", config.max_tokens(),
                 " tokens the model's max_position_embeddings (", config.max_positions, ") hold in ",

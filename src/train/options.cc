@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "task/tagged_data.h"
 #include "train/embedding_data.h"
 
@@ -377,7 +378,9 @@ void validate_train_options(const TrainOptions& o) {
     throw_error("--task and --data go together");
   }
   // (Sentence-embedding rows are checked when they are read: train/embedding_data.h.)
-  if (custom && !is_tagged_data(d, d.train_file) && !trains_embeddings(o, o.model_folder()) &&
+  // A Hub repository id is resolved later: its data are checked when they are read.
+  if (custom && !is_tagged_data(d, d.train_file) && is_directory(o.model_folder()) &&
+      !trains_embeddings(o, o.model_folder()) &&
       (d.text_a_column.empty() || d.label_column.empty())) {
     throw_error(
         "--train-file needs --text-a-column and --label-column (or tagged words for token "

@@ -120,6 +120,10 @@ struct TrainOptions {
   std::int64_t save_total_limit = 1;  // checkpoints kept: the newest in checkpoint/; 0: all
   DistributedOptions dist;            // distributed group
 
+  // Not a flag: whether --max-seq-len was given (the command sets it). When not, a
+  // sentence-transformers folder's max_seq_length applies to embedding training, as in fit().
+  bool max_seq_len_given = true;
+
   // Where the model's files are: resolved_model, else model_dir.
   const std::string& model_folder() const {
     return resolved_model.empty() ? model_dir : resolved_model;

@@ -342,6 +342,22 @@ TEST_F(EmbeddingFlags, PlainEncoderWithPoolingBecomesASentenceTransformer) {
   EXPECT_EQ(more.exit_code, 0) << more.err;
 }
 
+// A run resumed from its step-2 checkpoint ends with the uninterrupted run's parameters, bit for
+// bit (the sample stream, the dropout masks, AdamW's moments and the sentence-transformers files
+// all come back from the checkpoint).
+TEST_F(EmbeddingFlags, ResumeIsExact) {
+  const std::string st = st_bert() + "/model";
+  RunResult whole =
+      run_bertfit(train(st, "whole", "--lr 1e-3 --save-every 2 --save-total-limit 0", 4));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  fs::copy(tmp_ / "whole/checkpoint-2", tmp_ / "at2", fs::copy_options::recursive);
+  RunResult resumed = run_bertfit(train(st, "resumed", "--lr 1e-3 --resume " + (tmp_ / "at2"), 4));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(read_text(tmp_ / "whole/model.safetensors"),
+            read_text(tmp_ / "resumed/model.safetensors"));
+  EXPECT_EQ(read_text(tmp_ / "whole/modules.json"), read_text(tmp_ / "resumed/modules.json"));
+}
+
 // Hard negatives: one more column per --negative-columns entry (here the positive again, which
 // makes each anchor's positive appear twice: the loss rises by about log 2 over the plain one).
 TEST_F(EmbeddingFlags, NegativeColumnsAddCandidates) {
@@ -358,6 +374,8 @@ TEST_F(EmbeddingFlags, NegativeColumnsAddCandidates) {
                            "--batch-size 8 --lr 0 --output ";
   RunResult plain = run_bertfit(base + (tmp_ / "plain-run"));
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // Without --max-seq-len the folder's max_seq_length cuts the texts, as fit() does.
+  EXPECT_NE(plain.err.find("texts are cut at 64 tokens"), std::string::npos) << plain.err;
   RunResult hard = run_bertfit(base + (tmp_ / "hard-run") + " --negative-columns neg");
   ASSERT_EQ(hard.exit_code, 0) << hard.err;
   auto loss = [&](const std::string& out) {
