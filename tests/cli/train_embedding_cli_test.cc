@@ -89,6 +89,19 @@ std::vector<std::int64_t> int_rows(const SafetensorsFile& f, const std::string& 
   return {};
 }
 
+// Our tensor `v` on the rows the golden file stores of `base` (rows.<base>; all of it when the
+// golden tensor is whole), `stored` values in all.
+std::vector<float> golden_rows_of(const std::vector<float>& v, const SafetensorsFile& golden,
+                                  const std::string& base, std::size_t stored) {
+  const std::vector<std::int64_t> rows = int_rows(golden, "rows." + base);
+  if (rows.empty()) return v;
+  const std::size_t width = stored / rows.size();
+  std::vector<float> got;
+  for (std::int64_t r : rows)
+    got.insert(got.end(), v.begin() + r * width, v.begin() + (r + 1) * width);
+  return got;
+}
+
 // Our tensor `name` (the family's prefix, e.g. bert.) against golden `prefix` + its base-model
 // name; a golden tensor stored for some rows only (rows.<name>) is compared on those rows.
 void expect_tensors(const std::map<std::string, std::vector<float>>& ours,
@@ -99,14 +112,7 @@ void expect_tensors(const std::map<std::string, std::vector<float>>& ours,
   for (const auto& [name, v] : ours) {
     const std::string base = name.substr(name.find('.') + 1);
     const std::vector<float> want = read_tensor(golden, prefix + base);
-    const std::vector<std::int64_t> rows = int_rows(golden, "rows." + base);
-    std::vector<float> got = v;
-    if (!rows.empty()) {
-      const std::size_t width = want.size() / rows.size();
-      got.clear();
-      for (std::int64_t r : rows)
-        got.insert(got.end(), v.begin() + r * width, v.begin() + (r + 1) * width);
-    }
+    const std::vector<float> got = golden_rows_of(v, golden, base, want.size());
     ASSERT_EQ(got.size(), want.size()) << name;
     EXPECT_LE(rel_err(got, want, 1e-3 * largest), tol) << name;
     ++compared;
@@ -251,14 +257,7 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
   for (const auto& [name, v] : tensors_of(tmp / "out/model.safetensors")) {
     const std::string base = name.substr(name.find('.') + 1);
     const std::vector<float> want = read_tensor(golden, "final." + base);
-    const std::vector<std::int64_t> rows = int_rows(golden, "rows." + base);
-    std::vector<float> got = v;
-    if (!rows.empty()) {
-      const std::size_t width = want.size() / rows.size();
-      got.clear();
-      for (std::int64_t row : rows)
-        got.insert(got.end(), v.begin() + row * width, v.begin() + (row + 1) * width);
-    }
+    const std::vector<float> got = golden_rows_of(v, golden, base, want.size());
     ASSERT_EQ(got.size(), want.size()) << name;
     if (base.ends_with("attention.self.key.bias")) {
       for (std::size_t i = 0; i < got.size(); ++i)
