@@ -58,22 +58,6 @@ std::vector<double> query_metrics(const std::vector<std::int64_t>& ranked,
   return m;
 }
 
-// The ranked lists of every query under one score function: score(q, d) for query row q and
-// corpus row d. Queries without relevant documents are not ranked (an empty list).
-template <class Score>
-std::vector<std::vector<std::int64_t>> rank_all(const RetrievalJudgements& j, Score score) {
-  std::vector<std::vector<std::int64_t>> ranked(j.queries);
-  parallel_for(j.queries, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<double> scores(j.corpus);
-    for (std::int64_t q = begin; q < end; ++q) {
-      if (j.relevant[q].empty()) continue;
-      for (std::int64_t d = 0; d < j.corpus; ++d) scores[d] = score(q, d);
-      ranked[q] = top_k(scores, kRetrievalDepth);
-    }
-  });
-  return ranked;
-}
-
 }  // namespace
 
 std::vector<std::string> retrieval_metric_names() {
@@ -133,12 +117,22 @@ std::vector<std::pair<std::string, double>> retrieval_metrics(const std::vector<
   // torch.nn.functional.normalize: v / max(‖v‖, 1e-12).
   std::vector<double> inv_norm(rows);
   for (std::int64_t r = 0; r < rows; ++r) inv_norm[r] = 1.0 / std::max(std::sqrt(dot(r, r)), 1e-12);
+  // Each query's dot products with every document, once: its dot ranking, and scaled by the
+  // norms its cosine ranking. Queries without relevant documents are not ranked.
   const std::int64_t nq = j.queries;
-  const auto cosine_ranked = rank_all(j, [&](std::int64_t q, std::int64_t d) {
-    return dot(q, nq + d) * inv_norm[q] * inv_norm[nq + d];
+  std::vector<std::vector<std::int64_t>> cosine_ranked(nq), dot_ranked(nq);
+  parallel_for(nq, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<double> dots(j.corpus), cosines(j.corpus);
+    for (std::int64_t q = begin; q < end; ++q) {
+      if (j.relevant[q].empty()) continue;
+      for (std::int64_t d = 0; d < j.corpus; ++d) {
+        dots[d] = dot(q, nq + d);
+        cosines[d] = dots[d] * inv_norm[q] * inv_norm[nq + d];
+      }
+      dot_ranked[q] = top_k(dots, kRetrievalDepth);
+      cosine_ranked[q] = top_k(cosines, kRetrievalDepth);
+    }
   });
-  const auto dot_ranked =
-      rank_all(j, [&](std::int64_t q, std::int64_t d) { return dot(q, nq + d); });
   std::vector<std::pair<std::string, double>> out =
       ranking_metrics(cosine_ranked, j.relevant, "cosine_");
   for (auto& m : ranking_metrics(dot_ranked, j.relevant, "dot_")) out.push_back(std::move(m));
