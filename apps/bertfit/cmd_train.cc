@@ -19,7 +19,10 @@ void add_train_command(CLI::App& app) {
       "train",
       "Fine-tune a model (a folder or a Hub repository id) on a GLUE task (--task T --data DIR) or "
       "custom files "
-      "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C). "
+      "(--train-file F [--dev-file F] --text-a-column C [--text-b-column C] --label-column C); "
+      "a sentence embedder (a sentence-transformers folder or --objective embedding) on rows of "
+      "texts, evaluated on scored pairs (--dev-file) or a retrieval set (--queries, --corpus, "
+      "--qrels; the best model by eval_cosine_ndcg@10 unless --metric-for-best-model). "
       "Writes the fine-tuned model (HF layout), metrics.jsonl and a resumable checkpoint/ to "
       "--output. A sentence-transformers folder (or --objective embedding) trains sentence "
       "embeddings on rows of texts (--text-a-column anchor, --text-b-column positive, "

@@ -84,6 +84,19 @@ FlagTable data_flags(DataOptions& d) {
        "Tagged JSONL (token classification): the key of each line's list of tags, one per word: "
        "names, or integer ids of the model's id2label (default tags)",
        &d.tags_column, true},
+      {"--queries",
+       "Sentence embedders: retrieval evaluation (with --corpus and --qrels; in place of "
+       "--dev-file), the queries as BEIR's queries.jsonl: one {\"_id\", \"text\"} per line",
+       &d.queries_file, false},
+      {"--corpus",
+       "Retrieval evaluation: the documents as BEIR's corpus.jsonl, one {\"_id\", \"text\"} per "
+       "line (a \"title\" is not embedded: write it into \"text\")",
+       &d.corpus_file, false},
+      {"--qrels",
+       "Retrieval evaluation: the judgements as BEIR's qrels TSV, a header line then query-id, "
+       "corpus-id, score per line (score > 0: relevant); queries without a relevant document are "
+       "left out, as sentence-transformers' InformationRetrievalEvaluator does",
+       &d.qrels_file, false},
   };
 }
 

@@ -52,6 +52,9 @@ struct DataOptions {
   // Tagged JSONL (token classification): the keys of the words and of their tags ("": the
   // defaults "tokens" and "tags"; either given says the data is tagged).
   std::string tokens_column, tags_column;
+  // A sentence embedder's retrieval evaluation (task/retrieval_data.h): BEIR's queries.jsonl,
+  // corpus.jsonl and a qrels TSV.
+  std::string queries_file, corpus_file, qrels_file;
 };
 
 FlagTable data_flags(DataOptions& data);

@@ -2,6 +2,7 @@
 // label names come from the training file (training) or from the model's id2label (eval).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 
 namespace bertfit {
 
+struct RetrievalJudgements;  // task/retrieval.h
+
 struct TaskInfo {
   std::string name;  // task name, "custom", or "ner" (tagged data)
   // Token classification: a tag per word (label_names the tags), scored by entity (seqeval).
@@ -25,6 +28,9 @@ struct TaskInfo {
   std::vector<std::string> eval_splits;  // GLUE: the dev split(s); custom: {"dev"}
   // The model's default names LABEL_i also accept "i" in data (LabelScheme::integer_ids).
   bool integer_ids = false;
+  // A sentence embedder evaluated on a retrieval set (task/retrieval_data.h): the examples are
+  // its queries then its corpus, judged by this. Unset: scored pairs (task/pair_data.h).
+  std::shared_ptr<const RetrievalJudgements> retrieval;
 
   bool regression() const { return problem == ProblemType::kRegression; }
   int num_labels() const { return regression() ? 1 : static_cast<int>(label_names.size()); }

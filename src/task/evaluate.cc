@@ -10,6 +10,7 @@
 #include "data/seqeval.h"
 #include "kernels/loss.h"
 #include "model/head.h"
+#include "task/retrieval.h"
 #include "task/similarity.h"
 
 namespace bertfit {
@@ -139,6 +140,22 @@ EvalResult score_pair_embeddings(const std::vector<float>& embeddings,
   return r;
 }
 
+// A retrieval set's queries then its documents (task/retrieval_data.h): how the embeddings rank
+// each query's documents (task/retrieval.h). `examples` counts the queries scored.
+EvalResult score_retrieval_embeddings(const std::vector<float>& embeddings,
+                                      const std::vector<EncodedExample>& examples,
+                                      const RetrievalJudgements& judgements) {
+  CHECK(static_cast<std::int64_t>(examples.size()) == judgements.queries + judgements.corpus,
+        examples.size(), " texts for ", judgements.queries, " queries and ", judgements.corpus,
+        " documents");
+  const int D = static_cast<int>(embeddings.size() / examples.size());
+  EvalResult r;
+  r.examples = judgements.queries;
+  r.loss = std::nan("");
+  r.metrics = retrieval_metrics(embeddings, D, judgements);
+  return r;
+}
+
 }  // namespace
 
 EvalResult score_logits(const std::vector<float>& logits,
@@ -146,7 +163,10 @@ EvalResult score_logits(const std::vector<float>& logits,
   if (task.head == HeadKind::kTokenClassification) {
     return score_token_logits(logits, examples, task, K);
   }
-  if (task.head == HeadKind::kEmbedding) return score_pair_embeddings(logits, examples);
+  if (task.head == HeadKind::kEmbedding) {
+    return task.retrieval ? score_retrieval_embeddings(logits, examples, *task.retrieval)
+                          : score_pair_embeddings(logits, examples);
+  }
   const std::size_t n = examples.size();
   EvalResult r;
   r.examples = static_cast<std::int64_t>(n);

@@ -46,6 +46,9 @@ std::vector<std::string> task_metric_names(const TaskInfo& task);
 // labelled tokens (token_labels not -100: each word's first sub-token), their mean
 // cross-entropy, and seqeval's entity-level precision, recall and F1 (micro) with the tag
 // accuracy over the words, as run_ner reports them (per entity type too: `<type>_f1`).
+// A sentence embedder (logits: the embeddings): the similarity metrics of scored pairs
+// (task/similarity.h), or with task.retrieval the retrieval metrics of its queries and corpus
+// (task/retrieval.h); no loss (NaN).
 EvalResult score_logits(const std::vector<float>& logits,
                         const std::vector<EncodedExample>& examples, const TaskInfo& task, int K);
 

@@ -12,6 +12,7 @@
 #include "io/json.h"
 #include "model/model_io.h"
 #include "task/pair_data.h"
+#include "task/retrieval_data.h"
 #include "task/similarity.h"
 #include "tokenizer/tokenizer.h"
 
@@ -128,8 +129,13 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
   data.texts_per_sample = train.columns;
   data.pair_loss = loss;
   data.loss_scale = e.loss_scale;
-  const bool evaluates = o.eval_every.when != EvalEvery::When::kNever && !o.data.dev_file.empty();
-  if (evaluates) {
+  const bool retrieval = wants_retrieval(o.data);
+  const bool evaluates = o.eval_every.when != EvalEvery::When::kNever;
+  if (evaluates && retrieval) {
+    const RetrievalSet set = load_retrieval_set(o.data);
+    data.task = retrieval_task_info(set.judgements);
+    data.dev.emplace_back("dev", encode_retrieval_set(*tokenizer, set, max_len));
+  } else if (evaluates && !o.data.dev_file.empty()) {
     if (o.data.label_column.empty()) {
       throw_error(
           "--dev-file: the similarity evaluation reads scored pairs; give --label-column "

@@ -2,8 +2,10 @@
 // a sentence-transformers folder): the model's config with the embedding head (the folder's
 // Pooling and Normalize modules, or --pooling on a plain encoder), the loss (--loss; auto:
 // CoSENT for scored pairs, MultipleNegativesRankingLoss otherwise), the training file's rows of
-// texts and the dev file's scored pairs, encoded. The loop is the classifier's: a micro-batch
-// is every text of its samples (train/pair_objective.h computes the loss over them).
+// texts and the dev set, encoded: the dev file's scored pairs, or a retrieval set's queries and
+// corpus (--queries, --corpus, --qrels; task/retrieval_data.h), one or the other. The loop is the
+// classifier's: a micro-batch is every text of its samples (train/pair_objective.h computes the
+// loss over them).
 #pragma once
 
 #include <string>

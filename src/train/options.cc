@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "task/retrieval_data.h"
 #include "task/tagged_data.h"
 #include "train/embedding_data.h"
 
@@ -386,6 +387,12 @@ void validate_train_options(const TrainOptions& o) {
         "--train-file needs --text-a-column and --label-column (or tagged words for token "
         "classification: a .conll file, --format conll, or JSONL with --tokens-column and "
         "--tags-column)");
+  }
+  if (wants_retrieval(d)) require_retrieval_flags(d);
+  if (!d.dev_file.empty() && wants_retrieval(d)) {
+    throw_error(
+        "--queries and --dev-file: give one dev set, a retrieval set (--queries, --corpus, "
+        "--qrels) or a file of examples");
   }
   if (d.train_file == "-" && d.dev_file == "-") {
     throw_error("--train-file and --dev-file cannot both be '-': standard input is read once");

@@ -15,6 +15,7 @@
 #include "model/architecture.h"
 #include "model/head.h"
 #include "task/evaluate.h"
+#include "task/retrieval_data.h"
 #include "task/tagged_data.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
@@ -30,6 +31,13 @@ namespace {
 // classifier of `source` (the model, or the checkpoint resumed).
 RunData load_run_data(const TrainOptions& o, const std::string& source) {
   if (trains_embeddings(o, source)) return load_embedding_data(o, source);
+  if (wants_retrieval(o.data)) {
+    throw_error(!o.data.queries_file.empty()  ? "--queries"
+                : !o.data.corpus_file.empty() ? "--corpus"
+                                              : "--qrels",
+                ": the retrieval evaluation is for sentence-embedding runs; this run trains a "
+                "classifier (--objective embedding trains sentence embeddings)");
+  }
   const std::string& model = o.model_folder();
   const std::string config_path = join_path(source, "config.json");
   if (is_directory(source) && !path_exists(config_path)) {
@@ -214,8 +222,10 @@ SampleStream make_stream(const TrainOptions& o, const RunData& data, const RunPl
 }
 
 // The best model is chosen by the loss unless a metric is named (Trainer's default); the
-// similarity evaluation of sentence-embedding runs reports no loss, so there it is chosen by
-// its main metric, spearman_cosine.
+// evaluations of sentence-embedding runs report no loss, so there it is chosen by their main
+// metric: spearman_cosine for scored pairs, cosine_ndcg@10 for a retrieval set (as
+// sentence-transformers v3's evaluators; 2.2.2's returned map@100: --metric-for-best-model
+// cosine_map@100).
 BestModelOptions best_model_options(const TrainOptions& o, const RunData& data) {
   BestModelOptions best = o.best;
   if (data.pair_loss && (best.metric == "loss" || best.metric == "eval_loss")) {
@@ -288,7 +298,9 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
            {.bucket_bytes = static_cast<std::int64_t>(options.dist.bucket_mb * 1024 * 1024),
             .wire = options.dist.grad_comm_dtype}) {
   if (options.load_best_model_at_end && data.dev.empty()) {
-    throw_error("--load-best-model-at-end needs a dev set to evaluate on: give --dev-file");
+    throw_error(
+        "--load-best-model-at-end needs a dev set to evaluate on: give --dev-file (or, for "
+        "sentence embeddings, --queries, --corpus and --qrels)");
   }
   if (!checkpoint_dir.empty()) {
     const nlohmann::json saved = read_trainer_state(checkpoint_dir);
