@@ -67,6 +67,9 @@ struct HeadActivations {
   // its last real row, and the pooled vector's norm (Normalize).
   std::vector<std::int64_t> max_rows, last_rows;
   std::vector<float> counts, norms;
+  // The embedding head's Dense modules: per module (B,out) its product W x + b and its output
+  // act(W x + b), the next module's input (the first's is `out`, the pooled vectors).
+  std::vector<std::vector<float>> dense_pre, dense_y;
 };
 
 // The position id of every token of a padded (B,T) batch of ids, by the family's rule

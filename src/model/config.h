@@ -61,6 +61,9 @@ struct ModelConfig {
   // vector is L2-normalized (sentence-transformers' Normalize module); read from the folder's
   // sentence-transformers files, not from config.json.
   std::vector<Pooling> pooling;
+  // The Dense modules between the pooling and Normalize, in order (each one's in_features is the
+  // width before it); their tensors are the embedding head's.
+  std::vector<DenseLayer> dense;
   bool normalize = false;
 
   int head_dim() const { return hidden / heads; }

@@ -18,6 +18,7 @@
 #include "model/family.h"
 #include "model/head.h"
 #include "model/init.h"
+#include "model/st_weights.h"
 
 namespace bertfit {
 namespace {
@@ -78,6 +79,10 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
   // Head modules of the base model (BERT's pooler) are still read.
   const bool other_head = !config.other_architecture.empty();
   for (const ParamEntry& e : layout.entries()) {
+    if (is_dense_role(e.role)) {  // in the Dense module's own file (load_dense_tensors)
+      match.names.emplace_back();
+      continue;
+    }
     const std::string name = checkpoint_name(e.name);
     const bool head = e.layer == layout.num_layers();
     const bool task_head = head && !starts_with(e.name, prefix);
@@ -196,7 +201,9 @@ void say_new_head(const CheckpointMatch& match, const ModelConfig& config,
                   const ParamLayout& layout, const std::string& dir) {
   std::vector<std::string> names;
   for (std::size_t i = 0; i < match.names.size(); ++i) {
-    if (match.names[i].empty()) names.push_back("'" + layout.entries()[i].name + "'");
+    const ParamEntry& e = layout.entries()[i];
+    // (Dense tensors are read from their modules' files, not the checkpoint.)
+    if (match.names[i].empty() && !is_dense_role(e.role)) names.push_back("'" + e.name + "'");
   }
   if (names.empty()) return;
   const std::string model_class = config.family->class_for(config.head);
@@ -221,7 +228,8 @@ void require_trained_head(const CheckpointMatch& match, const ModelState& state,
   const ModelConfig& c = state.config;
   std::vector<std::string> fresh;
   for (std::size_t i = 0; i < match.names.size(); ++i) {
-    if (match.names[i].empty()) fresh.push_back("'" + state.layout.entries()[i].name + "'");
+    const ParamEntry& e = state.layout.entries()[i];
+    if (match.names[i].empty() && !is_dense_role(e.role)) fresh.push_back("'" + e.name + "'");
   }
   const std::string model_class = c.family->class_for(c.head);
   const std::string kind = cat("a ", head_kind_noun(c.head));
@@ -275,37 +283,6 @@ HeadKind head_from_tensors(const Checkpoint& checkpoint, const ModelConfig& conf
 
 }  // namespace
 
-void use_sentence_transformer(const SentenceTransformerSpec& st, const std::string& dir,
-                              ModelConfig& config) {
-  const std::string modules = join_path(dir, "modules.json");
-  if (!st.transformer_path.empty()) {
-    throw_error(modules, ": the Transformer module is in '", st.transformer_path,
-                "'; bertfit reads a sentence-transformers folder whose encoder is the folder "
-                "itself (path \"\")");
-  }
-  if (!st.dense.empty()) {
-    throw_error(modules, ": a Dense module ('", st.dense.front().path,
-                "') follows the pooling; bertfit runs pooling and Normalize modules only so far");
-  }
-  if (st.do_lower_case) {
-    throw_error(join_path(dir, "sentence_bert_config.json"),
-                ": do_lower_case true is not supported yet (the tokenizer's own lower-casing "
-                "is; set it in tokenizer_config.json instead)");
-  }
-  if (!st.include_prompt) {
-    throw_error(join_path(dir, "1_Pooling/config.json"),
-                ": include_prompt false (pooling without the prompt's tokens) is not supported "
-                "yet");
-  }
-  if (st.word_embedding_dimension != 0 && st.word_embedding_dimension != config.hidden) {
-    throw_error(modules, ": the Pooling module's word_embedding_dimension is ",
-                st.word_embedding_dimension, " but the encoder's hidden size is ", config.hidden);
-  }
-  config.head = HeadKind::kEmbedding;
-  config.pooling = st.pooling;
-  config.normalize = st.normalize;
-}
-
 ModelState load_model(const std::string& dir, const LoadOptions& options) {
   const std::string config_path = join_path(dir, "config.json");
   if (is_directory(dir) && !path_exists(config_path)) {
@@ -329,6 +306,11 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
       st->max_seq_length = config.max_tokens();
     }
     st->pooling = {*options.pooling};
+    if (!st->dense.empty() && st->dense.front().in_features != config.hidden) {
+      throw_error("--pooling ", pooling_name(*options.pooling), ": ", dir, "'s Dense module '",
+                  st->dense.front().path, "' takes ", st->dense.front().in_features,
+                  " values, but that pooling gives ", config.hidden);
+    }
     config.head = HeadKind::kEmbedding;
     config.pooling = st->pooling;
     config.normalize = st->normalize;
@@ -363,6 +345,12 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
       init_param_tensor(state.layout, state.config, i, options.head_init_seed, state.params.data());
     }
   }
+  if (!state.config.dense.empty()) {
+    CHECK(state.sentence_transformer &&
+              state.sentence_transformer->dense.size() == state.config.dense.size(),
+          "Dense modules without their files");
+    load_dense_tensors(*state.sentence_transformer, state.layout, state.params.data());
+  }
   say_new_head(match, state.config, state.layout, dir);
   if (st_model) {
     // sentence-transformers' Transformer module loads the base model and never reads the
@@ -388,12 +376,25 @@ std::int64_t count_vocab_lines(const std::string& text) {
 namespace {
 
 // dir/model.safetensors: every parameter in F32 under its HF name, in layout order.
+// The Dense modules' tensors go to their own folders (write_dense_weights).
 void write_weights(const std::string& dir, const ModelState& state) {
   std::vector<TensorToWrite> tensors;
   for (const ParamEntry& e : state.layout.entries()) {
+    if (is_dense_role(e.role)) continue;
     tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, state.params.data() + e.offset});
   }
   write_safetensors(join_path(dir, "model.safetensors"), tensors);
+}
+
+// The sentence-transformers module files and the Dense modules' weights.
+void write_modules(const std::string& dir, const ModelState& state) {
+  CHECK(state.config.dense.empty() ||
+            (state.sentence_transformer &&
+             state.sentence_transformer->dense.size() == state.config.dense.size()),
+        "Dense tensors without their modules");
+  if (!state.sentence_transformer) return;
+  write_dense_weights(dir, state.config, state.layout, state.params.data());
+  write_sentence_transformer(dir, *state.sentence_transformer);
 }
 
 // tokenizer_config.json as BertTokenizer / DistilBertTokenizer read it; normalisation settings
@@ -465,7 +466,7 @@ void save_model(const std::string& dir, const ModelState& state, const std::stri
                       model_config_to_json(state.config, state.hf_config));
     write_weights(dir, state);
     for (const auto& [name, text] : files) write_file_atomic(join_path(dir, name), text);
-    if (state.sentence_transformer) write_sentence_transformer(dir, *state.sentence_transformer);
+    write_modules(dir, state);
     return;
   }
   // Read the vocabulary before writing anything, so a bad source leaves no partial model.
@@ -499,7 +500,7 @@ void save_model(const std::string& dir, const ModelState& state, const std::stri
   write_file_atomic(join_path(dir, "vocab.txt"), vocab);
   write_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer);
   write_file_atomic(join_path(dir, "special_tokens_map.json"), special_tokens);
-  if (state.sentence_transformer) write_sentence_transformer(dir, *state.sentence_transformer);
+  write_modules(dir, state);
 }
 
 }  // namespace bertfit

@@ -54,9 +54,30 @@ enum class Role : int {
   kPreB,
   kClsW,
   kClsB,
+  // The embedding head's Dense modules (model/pooling_head.cc): weight and bias of the i-th at
+  // dense_role(i) and dense_role(i) + 1, up to kMaxDenseModules.
+  kDense0W,
+  kDense0B,
+  kDense1W,
+  kDense1B,
+  kDense2W,
+  kDense2B,
+  kDense3W,
+  kDense3B,
   kCount
 };
 inline constexpr int kNumRoles = static_cast<int>(Role::kCount);
+static_assert(static_cast<int>(Role::kCount) - static_cast<int>(Role::kDense0W) ==
+              2 * kMaxDenseModules);
+
+// The weight role of the i-th Dense module (its bias is the next role).
+inline Role dense_role(std::size_t i) {
+  return static_cast<Role>(static_cast<int>(Role::kDense0W) + 2 * static_cast<int>(i));
+}
+inline Role dense_bias_role(std::size_t i) {
+  return static_cast<Role>(static_cast<int>(dense_role(i)) + 1);
+}
+inline bool is_dense_role(Role r) { return r >= Role::kDense0W && r < Role::kCount; }
 
 enum class ParamInit { kNormal, kZero, kOne };
 

@@ -7,11 +7,32 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace bertfit {
 
 enum class Pooling { kCls, kMean, kMax, kMeanSqrtLen, kLastToken };
+
+// The activation of a sentence-transformers Dense module (its config's torch class).
+enum class DenseActivation { kTanh, kIdentity, kRelu, kGelu };
+
+// A Dense module after the pooling, as the embedding head runs it: y = activation(W x + b), W
+// (out, in), b (out). Its tensors are "<dense_module_path(i)>.linear.weight" / ".linear.bias" in
+// the layout (and in `forward --grads`), read from and written to the module's own folder.
+struct DenseLayer {
+  int in_features = 0;
+  int out_features = 0;
+  DenseActivation activation = DenseActivation::kTanh;
+  bool operator==(const DenseLayer&) const = default;
+};
+
+// The most Dense modules a model may have (the layout's roles for them: model/param_layout.h).
+inline constexpr int kMaxDenseModules = 4;
+
+// The folder of the i-th Dense module as bertfit names it and writes it: "2_Dense", "3_Dense", ...
+// (after the Transformer at 0 and the Pooling at 1, as sentence-transformers' save() numbers them).
+inline std::string dense_module_path(std::size_t i) { return std::to_string(i + 2) + "_Dense"; }
 
 // The pooling of a plain encoder as TEI's --pooling names it: cls, mean, max, mean_sqrt_len,
 // last_token (also TEI's CLI spelling last-token); nullopt otherwise (model/st_folder.cc).

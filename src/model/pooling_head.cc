@@ -1,10 +1,15 @@
-// The embedding head: sentence-transformers' Pooling (and Normalize) on the last layer's token
-// rows (see head.h and pooling.h). Forward and backward in fp32 on the rows as the encoder lays
-// them out (packed real tokens, or padded rows of which row_sequence marks the padding).
+// The embedding head: sentence-transformers' Pooling, Dense and Normalize modules on the last
+// layer's token rows (see head.h and pooling.h). Forward and backward in fp32 on the rows as the
+// encoder lays them out (packed real tokens, or padded rows of which row_sequence marks the
+// padding); the Dense products (a few per batch of sequences) in plain loops.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/check.h"
 #include "model/head.h"
@@ -15,15 +20,67 @@ namespace {
 // F.normalize's floor of the norm (l2_norm).
 constexpr float kNormEps = 1e-12f;
 
+float activate(DenseActivation act, float x) {
+  switch (act) {
+    case DenseActivation::kTanh:
+      return std::tanh(x);
+    case DenseActivation::kIdentity:
+      return x;
+    case DenseActivation::kRelu:
+      return x > 0 ? x : 0.0f;
+    case DenseActivation::kGelu:  // torch.nn.GELU(): the exact (erf) form
+      return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(1.0 / std::numbers::sqrt2)));
+  }
+  return x;
+}
+
+// d act / d x at x = pre, whose output is y.
+float activate_grad(DenseActivation act, float pre, float y) {
+  switch (act) {
+    case DenseActivation::kTanh:
+      return 1.0f - y * y;
+    case DenseActivation::kIdentity:
+      return 1.0f;
+    case DenseActivation::kRelu:
+      return pre > 0 ? 1.0f : 0.0f;
+    case DenseActivation::kGelu: {
+      const double x = pre;
+      const double cdf = 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
+      const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+      return static_cast<float>(cdf + x * pdf);
+    }
+  }
+  return 1.0f;
+}
+
+// The pooled vector's width (the first Dense module's input).
+int pooled_width(const ModelConfig& c) { return static_cast<int>(c.pooling.size()) * c.hidden; }
+
 class PoolingHead final : public Head {
  public:
-  void declare(const ModelConfig& /*c*/, LayoutBuilder& /*b*/) const override {}
+  void declare(const ModelConfig& c, LayoutBuilder& b) const override {
+    CHECK(c.dense.size() <= static_cast<std::size_t>(kMaxDenseModules), "Dense modules ",
+          c.dense.size());
+    if (c.dense.empty()) return;  // no tensors, no gradient group
+    b.group();
+    int width = pooled_width(c);
+    for (std::size_t i = 0; i < c.dense.size(); ++i) {
+      const DenseLayer& d = c.dense[i];
+      CHECK(d.in_features == width, "Dense module ", i, " takes ", d.in_features, " values, not ",
+            width);
+      const std::string module = dense_module_path(i) + ".linear";
+      const Role role = dense_role(i);
+      b.tensor(module + ".weight", role, {d.out_features, d.in_features}, true, ParamInit::kNormal);
+      b.tensor(module + ".bias", dense_bias_role(i), {d.out_features}, false, ParamInit::kZero);
+      width = d.out_features;
+    }
+  }
 
   bool first_tokens_only() const override { return false; }
   bool outputs_per_token() const override { return false; }
   std::string output_weight(const ModelConfig& /*c*/) const override { return ""; }
   int output_width(const ModelConfig& c) const override {
-    return static_cast<int>(c.pooling.size()) * c.hidden;
+    return c.dense.empty() ? pooled_width(c) : c.dense.back().out_features;
   }
   std::int64_t label_count(const ModelConfig& /*c*/, int /*B*/, int /*T*/) const override {
     return 0;
@@ -32,14 +89,22 @@ class PoolingHead final : public Head {
   void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t /*rows*/,
               bool /*training*/, bool /*bf16*/) const override {
     const std::int64_t BD = batch * output_width(c);
-    grow(a.head.out, BD);  // the pooled vectors before Normalize
+    grow(a.head.out, batch * pooled_width(c));  // the pooled vectors
     for (auto* b : {&a.logits, &a.probs, &a.dlogits}) grow(*b, BD);
+    HeadActivations& h = a.head;
+    h.dense_pre.resize(c.dense.size());
+    h.dense_y.resize(c.dense.size());
+    for (std::size_t i = 0; i < c.dense.size(); ++i) {
+      const std::size_t n = static_cast<std::size_t>(batch) * c.dense[i].out_features;
+      if (h.dense_pre[i].size() < n) h.dense_pre[i].resize(n);
+      if (h.dense_y[i].size() < n) h.dense_y[i].resize(n);
+    }
   }
 
   void forward(const ModelWeights& w, const DropoutState& /*d*/, Activations& a) const override {
     const ModelConfig& c = w.config();
     CHECK(!c.pooling.empty(), "an embedding head without a pooling mode");
-    const int B = a.B, C = c.hidden, D = output_width(c);
+    const int B = a.B, C = c.hidden, D = pooled_width(c);
     const float* x = a.layer_out(c.layers - 1);
     HeadActivations& h = a.head;
     h.counts.assign(B, 0.0f);
@@ -100,41 +165,46 @@ class PoolingHead final : public Head {
         for (int k = 0; k < C; ++k) out[k] /= div;
       }
     }
+    const float* embedded = dense_forward(w, a);
+    const int E = output_width(c);
     h.norms.assign(B, 1.0f);
     for (int b = 0; b < B; ++b) {
-      const float* in = pooled + std::int64_t{b} * D;
-      float* out = a.logits.data() + std::int64_t{b} * D;
+      const float* in = embedded + std::int64_t{b} * E;
+      float* out = a.logits.data() + std::int64_t{b} * E;
       if (!c.normalize) {
-        std::memcpy(out, in, sizeof(float) * D);
+        std::memcpy(out, in, sizeof(float) * E);
         continue;
       }
-      h.norms[b] = l2_norm(in, D);
-      for (int k = 0; k < D; ++k) out[k] = in[k] / h.norms[b];
+      h.norms[b] = l2_norm(in, E);
+      for (int k = 0; k < E; ++k) out[k] = in[k] / h.norms[b];
     }
   }
 
-  void backward(const ModelWeights& w, const DropoutState& /*d*/, float* /*grads*/, Activations& a,
-                GradsReady& /*ready*/) const override {
+  void backward(const ModelWeights& w, const DropoutState& /*d*/, float* grads, Activations& a,
+                GradsReady& ready) const override {
     const ModelConfig& c = w.config();
-    const int B = a.B, C = c.hidden, D = output_width(c);
+    const int B = a.B, C = c.hidden, D = pooled_width(c), E = output_width(c);
     HeadActivations& h = a.head;
     // Through Normalize: y = p / n, dp = (dy − y (y·dy)) / n (n above its floor; else dy / n).
-    std::vector<float> dp(static_cast<std::size_t>(B) * D);
+    std::vector<float> de(static_cast<std::size_t>(B) * E);
     for (int b = 0; b < B; ++b) {
-      const float* dy = a.dlogits.data() + std::int64_t{b} * D;
-      float* g = dp.data() + std::int64_t{b} * D;
+      const float* dy = a.dlogits.data() + std::int64_t{b} * E;
+      float* g = de.data() + std::int64_t{b} * E;
       if (!c.normalize) {
-        std::memcpy(g, dy, sizeof(float) * D);
+        std::memcpy(g, dy, sizeof(float) * E);
         continue;
       }
-      const float* y = a.logits.data() + std::int64_t{b} * D;
+      const float* y = a.logits.data() + std::int64_t{b} * E;
       const float n = h.norms[b];
       double dot = 0;
       if (n > kNormEps) {
-        for (int k = 0; k < D; ++k) dot += double{y[k]} * dy[k];
+        for (int k = 0; k < E; ++k) dot += double{y[k]} * dy[k];
       }
-      for (int k = 0; k < D; ++k) g[k] = (dy[k] - y[k] * static_cast<float>(dot)) / n;
+      for (int k = 0; k < E; ++k) g[k] = (dy[k] - y[k] * static_cast<float>(dot)) / n;
     }
+    // Through the Dense modules, into the pooled vectors.
+    const std::vector<float> dp = dense_backward(w, grads, a, std::move(de));
+    if (!c.dense.empty()) ready.done();
     // Through pooling, into the last layer's output rows (padding rows get 0).
     float* dx = a.d_out.data();
     std::memset(dx, 0, sizeof(float) * a.N * C);
@@ -174,6 +244,74 @@ class PoolingHead final : public Head {
           break;
       }
     }
+  }
+
+  // The Dense modules on the pooled vectors (h.out): the last one's output, or the pooled
+  // vectors when there are none.
+  static const float* dense_forward(const ModelWeights& w, Activations& a) {
+    const ModelConfig& c = w.config();
+    HeadActivations& h = a.head;
+    const float* x = h.out.data();
+    int in = pooled_width(c);
+    for (std::size_t i = 0; i < c.dense.size(); ++i) {
+      const DenseLayer& d = c.dense[i];
+      const float* W = w(dense_role(i));
+      const float* bias = w(dense_bias_role(i));
+      float* pre = h.dense_pre[i].data();
+      float* y = h.dense_y[i].data();
+      for (int b = 0; b < a.B; ++b) {
+        const float* xb = x + std::int64_t{b} * in;
+        for (int o = 0; o < d.out_features; ++o) {
+          const float* row = W + std::int64_t{o} * in;
+          double s = bias[o];
+          for (int k = 0; k < in; ++k) s += double{row[k]} * xb[k];
+          const std::int64_t at = std::int64_t{b} * d.out_features + o;
+          pre[at] = static_cast<float>(s);
+          y[at] = activate(d.activation, pre[at]);
+        }
+      }
+      x = y;
+      in = d.out_features;
+    }
+    return x;
+  }
+
+  // From the gradient of the last Dense module's output (or of the pooled vectors when there
+  // are none) to that of the pooled vectors; the modules' weight and bias gradients += into
+  // grads.
+  static std::vector<float> dense_backward(const ModelWeights& w, float* grads, Activations& a,
+                                           std::vector<float> dy) {
+    const ModelConfig& c = w.config();
+    const ParamLayout& lay = w.layout();
+    HeadActivations& h = a.head;
+    for (std::size_t i = c.dense.size(); i-- > 0;) {
+      const DenseLayer& d = c.dense[i];
+      const int in = d.in_features, out = d.out_features;
+      const float* W = w(dense_role(i));
+      float* gW = grads + lay.offset(dense_role(i));
+      float* gb = grads + lay.offset(dense_bias_role(i));
+      const float* x = i == 0 ? h.out.data() : h.dense_y[i - 1].data();
+      std::vector<float> dx(static_cast<std::size_t>(a.B) * in, 0.0f);
+      for (int b = 0; b < a.B; ++b) {
+        const float* xb = x + std::int64_t{b} * in;
+        float* dxb = dx.data() + std::int64_t{b} * in;
+        for (int o = 0; o < out; ++o) {
+          const std::int64_t at = std::int64_t{b} * out + o;
+          const float g =
+              dy[at] * activate_grad(d.activation, h.dense_pre[i][at], h.dense_y[i][at]);
+          if (g == 0.0f) continue;
+          gb[o] += g;
+          float* gw = gW + std::int64_t{o} * in;
+          const float* row = W + std::int64_t{o} * in;
+          for (int k = 0; k < in; ++k) {
+            gw[k] += g * xb[k];
+            dxb[k] += g * row[k];
+          }
+        }
+      }
+      dy = std::move(dx);
+    }
+    return dy;
   }
 
   double loss(const ModelConfig& /*c*/, const LossOptions& /*o*/, const float* /*labels*/,

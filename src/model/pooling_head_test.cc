@@ -1,12 +1,15 @@
 // The embedding head alone (model/pooling_head.cc) on last-layer rows the test writes: every
 // pooling mode, alone and concatenated, with and without Normalize, packed and padded rows,
 // against a scalar reference over the padded batch; and its backward against central
-// differences of f = Σ w·y. The whole path (encoder, pooling, Normalize) against
+// differences of f = Σ w·y; Dense modules after the pooling (every activation): forward against
+// the reference and backward (into the rows and into W and b) against central differences. The
+// whole path (encoder, pooling, Normalize) against
 // sentence-transformers is tests/cli/embed_cli_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "model/bert.h"
 #include "model/family.h"
 #include "model/head.h"
+#include "model/st_folder.h"
 #include "model/test_config.h"
 
 namespace bertfit {
@@ -200,6 +204,138 @@ TEST(PoolingHead, BackwardMatchesCentralDifferences) {
         x[p] = saved;
         const double numeric = t < k.lengths[b] ? (up - down) / (2 * h) : 0.0;
         EXPECT_NEAR(a.d_out[p], numeric, 2e-3 * (1 + std::abs(numeric))) << "position " << p;
+      }
+    }
+  }
+}
+
+// The reference of a model with Dense modules: the pooled vectors of `reference` (without
+// Normalize), then y = act(W x + b) per module in double, then Normalize.
+double activate_ref(DenseActivation act, double x) {
+  switch (act) {
+    case DenseActivation::kTanh:
+      return std::tanh(x);
+    case DenseActivation::kIdentity:
+      return x;
+    case DenseActivation::kRelu:
+      return x > 0 ? x : 0;
+    case DenseActivation::kGelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  }
+  return x;
+}
+
+std::vector<double> dense_reference(const Case& k, const std::vector<float>& x,
+                                    const ParamLayout& layout, const std::vector<float>& params) {
+  Case pooled = k;
+  pooled.config.normalize = false;
+  std::vector<double> v = reference(pooled, x);
+  int in = static_cast<int>(k.config.pooling.size()) * k.config.hidden;
+  for (std::size_t i = 0; i < k.config.dense.size(); ++i) {
+    const DenseLayer& d = k.config.dense[i];
+    const float* W = params.data() + layout.offset(dense_role(i));
+    const float* bias = params.data() + layout.offset(dense_bias_role(i));
+    std::vector<double> y;
+    for (int b = 0; b < k.B; ++b) {
+      for (int o = 0; o < d.out_features; ++o) {
+        double s = bias[o];
+        for (int j = 0; j < in; ++j) s += double{W[o * in + j]} * v[b * in + j];
+        y.push_back(activate_ref(d.activation, s));
+      }
+    }
+    v = std::move(y);
+    in = d.out_features;
+  }
+  if (k.config.normalize) {
+    for (int b = 0; b < k.B; ++b) {
+      double sq = 0;
+      for (int j = 0; j < in; ++j) sq += v[b * in + j] * v[b * in + j];
+      for (int j = 0; j < in; ++j) v[b * in + j] /= std::max(std::sqrt(sq), 1e-12);
+    }
+  }
+  return v;
+}
+
+TEST(PoolingHead, DenseModulesMatchTheReferenceAndCentralDifferences) {
+  for (DenseActivation act : {DenseActivation::kTanh, DenseActivation::kIdentity,
+                              DenseActivation::kRelu, DenseActivation::kGelu}) {
+    for (bool normalize : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << dense_activation_name(act) << " normalize " << normalize);
+      Case k = make_case({Pooling::kMean, Pooling::kCls}, normalize);
+      const int P = 2 * k.config.hidden;
+      k.config.dense = {{P, 6, act}, {6, 5, DenseActivation::kTanh}};
+      const ParamLayout layout(k.config);
+      ASSERT_EQ(layout.entry(dense_role(0)).name, "2_Dense.linear.weight");
+      ASSERT_EQ(layout.entry(dense_bias_role(1)).name, "3_Dense.linear.bias");
+      ASSERT_EQ(layout.grad_ready_offsets().front(), layout.offset(dense_role(0)));
+      std::vector<float> params(layout.total());
+      std::mt19937 rng(5);
+      std::normal_distribution<float> normal(0.0f, 0.3f);
+      for (float& v : params) v = normal(rng);
+      BertModel model(k.config, layout);
+      ModelWeights w = model.make_weights();
+      w.prepare(params.data(), /*with_backward=*/true);
+      Rows rows;
+      lay_out(k, /*unpadded=*/true, rows);
+      Activations& a = rows.a;
+      pooling_head().forward(w, DropoutState{}, a);
+      const int D = pooling_head().output_width(k.config), C = k.config.hidden;
+      ASSERT_EQ(D, 5);
+      const std::vector<double> want = dense_reference(k, rows.padded, layout, params);
+      ASSERT_EQ(want.size(), static_cast<std::size_t>(k.B) * D);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_NEAR(a.logits[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
+      }
+      std::vector<float> weight(static_cast<std::size_t>(k.B) * D);
+      for (float& v : weight) v = normal(rng);
+      std::copy(weight.begin(), weight.end(), a.dlogits.data());
+      std::vector<float> grads(layout.total(), 0.0f);
+      std::vector<std::int64_t> reported;
+      const std::function<void(std::int64_t)> report = [&](std::int64_t o) {
+        reported.push_back(o);
+      };
+      GradsReady ready(layout.grad_ready_offsets(), report);
+      pooling_head().backward(w, DropoutState{}, grads.data(), a, ready);
+      ASSERT_EQ(reported.size(), 1u);  // the head's one group, the Dense tensors'
+      EXPECT_EQ(reported[0], layout.offset(dense_role(0)));
+      std::vector<float> x = rows.padded;
+      auto f = [&]() {
+        const std::vector<double> y = dense_reference(k, x, layout, params);
+        double s = 0;
+        for (std::size_t i = 0; i < y.size(); ++i) s += weight[i] * y[i];
+        return s;
+      };
+      auto central = [&](float& v, float h) {
+        const float saved = v;
+        v = saved + h;
+        const double up = f();
+        v = saved - h;
+        const double down = f();
+        v = saved;
+        return (up - down) / (2 * h);
+      };
+      // Into the last layer's rows (packed: the real tokens only).
+      ASSERT_TRUE(a.packed);
+      for (std::int64_t r = 0; r < a.N; ++r) {
+        const std::int64_t p = a.token_rows[r];
+        for (int ch = 0; ch < C; ch += 7) {
+          const double numeric = central(x[p * C + ch], 1e-2f);
+          EXPECT_NEAR(a.d_out[r * C + ch], numeric, 2e-3 * (1 + std::abs(numeric)))
+              << "padded row " << p << " channel " << ch;
+        }
+      }
+      // Into W and b of both modules (ReLU's kink: a pre-activation within h of 0 is skipped
+      // by the tolerance's scale only when it is not crossed; the draws keep them apart).
+      for (std::size_t i = 0; i < k.config.dense.size(); ++i) {
+        for (Role role : {dense_role(i), dense_bias_role(i)}) {
+          const ParamEntry& e = layout.entry(role);
+          for (std::int64_t j = 0; j < e.size; j += 5) {
+            const double numeric = central(params[e.offset + j], 1e-3f);
+            EXPECT_NEAR(grads[e.offset + j], numeric, 2e-3 * (1 + std::abs(numeric)))
+                << e.name << " element " << j;
+          }
+        }
       }
     }
   }

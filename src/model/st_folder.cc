@@ -125,6 +125,21 @@ void read_pooling(const std::string& file, SentenceTransformerSpec& spec) {
   spec.include_prompt = r.bool_or("include_prompt", true);
 }
 
+// The torch class sentence-transformers 2.2.2 writes for an activation.
+std::string dense_activation_class(DenseActivation a) {
+  switch (a) {
+    case DenseActivation::kTanh:
+      return "torch.nn.modules.activation.Tanh";
+    case DenseActivation::kIdentity:
+      return "torch.nn.modules.linear.Identity";
+    case DenseActivation::kRelu:
+      return "torch.nn.modules.activation.ReLU";
+    case DenseActivation::kGelu:
+      return "torch.nn.modules.activation.GELU";
+  }
+  return "?";
+}
+
 DenseActivation parse_activation(const std::string& name, const std::string& file) {
   static const std::pair<const char*, DenseActivation> names[] = {
       {"torch.nn.modules.activation.Tanh", DenseActivation::kTanh},
@@ -374,16 +389,20 @@ const char* dense_activation_name(DenseActivation activation) {
 namespace bertfit {
 
 void write_sentence_transformer(const std::string& dir, const SentenceTransformerSpec& spec) {
-  CHECK(spec.dense.empty(), "writing Dense modules");
   CHECK(spec.transformer_path.empty(), "a Transformer module in ", spec.transformer_path);
-  auto module = [](int idx, const char* path, const char* type) {
+  auto module = [](int idx, const std::string& path, const char* type) {
     return json{{"idx", idx},
                 {"name", std::to_string(idx)},
                 {"path", path},
                 {"type", std::string("sentence_transformers.models.") + type}};
   };
   json modules = json::array({module(0, "", "Transformer"), module(1, "1_Pooling", "Pooling")});
-  if (spec.normalize) modules.push_back(module(2, "2_Normalize", "Normalize"));
+  for (std::size_t i = 0; i < spec.dense.size(); ++i) {
+    modules.push_back(module(static_cast<int>(i) + 2, dense_module_path(i), "Dense"));
+  }
+  const int normalize_idx = static_cast<int>(spec.dense.size()) + 2;
+  const std::string normalize_path = std::to_string(normalize_idx) + "_Normalize";
+  if (spec.normalize) modules.push_back(module(normalize_idx, normalize_path, "Normalize"));
   auto has = [&](Pooling p) {
     return std::find(spec.pooling.begin(), spec.pooling.end(), p) != spec.pooling.end();
   };
@@ -406,7 +425,19 @@ void write_sentence_transformer(const std::string& dir, const SentenceTransforme
     st_config["similarity_fn_name"] = spec.similarity_fn_name;
   make_directories(join_path(dir, "1_Pooling"));
   write_file_atomic(join_path(dir, "1_Pooling/config.json"), pooling.dump(2) + "\n");
-  if (spec.normalize) make_directories(join_path(dir, "2_Normalize"));
+  for (std::size_t i = 0; i < spec.dense.size(); ++i) {
+    const DenseModule& d = spec.dense[i];
+    const json dense = {
+        {"in_features", d.in_features},
+        {"out_features", d.out_features},
+        {"bias", d.bias},
+        {"activation_function",
+         d.activation_name.empty() ? dense_activation_class(d.activation) : d.activation_name}};
+    const std::string folder = join_path(dir, dense_module_path(i));
+    make_directories(folder);
+    write_file_atomic(join_path(folder, "config.json"), dense.dump(2) + "\n");
+  }
+  if (spec.normalize) make_directories(join_path(dir, normalize_path));
   write_file_atomic(join_path(dir, "sentence_bert_config.json"), bert_config.dump(2) + "\n");
   write_file_atomic(join_path(dir, "config_sentence_transformers.json"), st_config.dump(2) + "\n");
   write_file_atomic(join_path(dir, "modules.json"), modules.dump(2) + "\n");

@@ -16,9 +16,6 @@
 
 namespace bertfit {
 
-// The activation of a Dense module (its config's torch class).
-enum class DenseActivation { kTanh, kIdentity, kRelu, kGelu };
-
 // A sentence_transformers.models.Dense module: y = activation(W x + b), W (out, in).
 struct DenseModule {
   int in_features = 0;
@@ -60,10 +57,12 @@ std::optional<SentenceTransformerSpec> read_sentence_transformer(const std::stri
 
 // Writes the spec's module files into dir (whose encoder files the caller writes), as
 // sentence-transformers 2.2.2's save() lays them out, which it and later versions load:
-// modules.json (Transformer at "", 1_Pooling, 2_Normalize when normalizing),
+// modules.json (Transformer at "", 1_Pooling, the Dense modules, Normalize when normalizing),
 // sentence_bert_config.json, 1_Pooling/config.json, an empty 2_Normalize/ and
 // config_sentence_transformers.json (with the prompts and similarity_fn_name when not the
-// defaults). Each file atomically. A spec with Dense modules is refused (CHECK: none load).
+// defaults). Dense modules go between the pooling and Normalize, each in dense_module_path(i)
+// with its config.json (their weights are model_io's), Normalize after them ("3_Normalize" after
+// one Dense). Each file atomically.
 void write_sentence_transformer(const std::string& dir, const SentenceTransformerSpec& spec);
 
 // The length of the embedding the spec produces: the last Dense's out_features, else the pooled

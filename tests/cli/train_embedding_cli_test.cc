@@ -1,7 +1,8 @@
 // Sentence-embedding training through the binary against sentence-transformers 2.2.2
 // (../shared/golden/st-bert-mean-tiny and tests/fixtures/st, README there):
 //  * the loss and every gradient of MultipleNegativesRankingLoss (mean pooling + Normalize on
-//    BERT; CLS + max pooling without Normalize on XLM-R; hard negatives as a third column),
+//    BERT; CLS + max pooling without Normalize on XLM-R; a Dense module between mean pooling and
+//    Normalize, its weight and bias included; hard negatives as a third column),
 //    CosineSimilarityLoss and CoSENT, through `forward --grads` with a "pair_loss" batch;
 //  * the 4-step AdamW trajectory of fit() through `train` (per-step losses, final parameters),
 //    and the trained folder being a sentence-transformers folder that `embed` runs;
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "tests/util/compare.h"
 
@@ -102,15 +104,21 @@ std::vector<float> golden_rows_of(const std::vector<float>& v, const Safetensors
   return got;
 }
 
-// Our tensor `name` (the family's prefix, e.g. bert.) against golden `prefix` + its base-model
-// name; a golden tensor stored for some rows only (rows.<name>) is compared on those rows.
+// The golden name of our tensor: its base-model name (without the family's prefix, e.g. bert.);
+// a Dense module's tensors keep their module folder ("2_Dense.linear.weight").
+std::string golden_base(const std::string& name) {
+  return name.find("_Dense.") != std::string::npos ? name : name.substr(name.find('.') + 1);
+}
+
+// Our tensor `name` against golden `prefix` + golden_base(name); a golden tensor stored for some
+// rows only (rows.<name>) is compared on those rows.
 void expect_tensors(const std::map<std::string, std::vector<float>>& ours,
                     const SafetensorsFile& golden, const std::string& prefix, double tol) {
   double largest = 0;
   for (const auto& [name, v] : ours) largest = std::max(largest, l2(v.data(), v.size()));
   int compared = 0;
   for (const auto& [name, v] : ours) {
-    const std::string base = name.substr(name.find('.') + 1);
+    const std::string base = golden_base(name);
     const std::vector<float> want = read_tensor(golden, prefix + base);
     const std::vector<float> got = golden_rows_of(v, golden, base, want.size());
     ASSERT_EQ(got.size(), want.size()) << name;
@@ -118,6 +126,18 @@ void expect_tensors(const std::map<std::string, std::vector<float>>& ours,
     ++compared;
   }
   EXPECT_GT(compared, 30);
+}
+
+// The tensors of a torch.save file, read by bertfit's PyTorch reader.
+std::map<std::string, std::vector<float>> pytorch_tensors(const std::string& path) {
+  const Checkpoint c = Checkpoint::open(path, CheckpointFormat::kPytorch);
+  std::map<std::string, std::vector<float>> out;
+  for (const CheckpointTensor& t : c.tensors()) {
+    std::vector<float>& v = out[t.name];
+    v.resize(t.shape.numel());
+    read_f32(t, v.data());
+  }
+  return out;
 }
 
 struct GradCase {
@@ -165,6 +185,14 @@ std::vector<GradCase> grad_cases() {
        fx + "/st-bert-hardneg/golden.safetensors",
        "train.loss",
        "grad."},
+      {"bert-dense-mnrl",
+       fx + "/st-bert-dense/model",
+       fx + "/st-bert-dense/pairs.json",
+       {"anchor", "positive"},
+       {{"loss", "mnrl"}, {"columns", 2}, {"scale", 20}},
+       fx + "/st-bert-dense/golden.safetensors",
+       "train.loss",
+       "grad."},
       {"bert-cosine",
        st_bert() + "/model",
        cosine,
@@ -199,10 +227,16 @@ TEST_P(EmbeddingGradients, LossAndEveryGradientMatchSentenceTransformers) {
   SafetensorsFile golden = SafetensorsFile::open(c.golden);
   const double want = read_tensor(golden, c.loss_key)[0];
   EXPECT_NEAR(json::parse(r.out)["loss"].get<double>(), want, 1e-5 * (1 + std::fabs(want)));
-  expect_tensors(tensors_of(tmp / "g.safetensors"), golden, c.grad_prefix, 1e-4);
+  const auto grads = tensors_of(tmp / "g.safetensors");
+  expect_tensors(grads, golden, c.grad_prefix, 1e-4);
+  if (c.model.find("st-bert-dense") != std::string::npos) {  // compared above, so present
+    ASSERT_EQ(grads.count("2_Dense.linear.weight"), 1u);
+    EXPECT_EQ(grads.at("2_Dense.linear.weight").size(), 8u * 16u);
+    EXPECT_EQ(grads.count("2_Dense.linear.bias"), 1u);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingGradients, ::testing::Range(0, 5));
+INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingGradients, ::testing::Range(0, 6));
 
 // The model folder with dropout off (the fixtures' trajectories ran without), symlinks resolved.
 std::string without_dropout(const std::string& model, const std::string& to) {
@@ -254,8 +288,24 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
   // being rounding noise), as tests/cli/cli_util.h's expect_final_parameters argues.
   SafetensorsFile golden = SafetensorsFile::open(dir + "/golden.safetensors");
   int compared = 0;
-  for (const auto& [name, v] : tensors_of(tmp / "out/model.safetensors")) {
-    const std::string base = name.substr(name.find('.') + 1);
+  auto params = tensors_of(tmp / "out/model.safetensors");
+  // A Dense module's trained weights are in its own folder's file.
+  const bool dense = fs::exists(dir + "/model/2_Dense");
+  if (dense) {
+    // pytorch_model.bin, the one file sentence-transformers 2.2.2 loads.
+    for (const char* f : {"2_Dense/config.json", "2_Dense/pytorch_model.bin"}) {
+      ASSERT_TRUE(fs::exists(tmp / "out" + "/" + f)) << f;
+    }
+    EXPECT_EQ(read_json(tmp / "out/2_Dense/config.json"),
+              read_json(dir + "/model/2_Dense/config.json"));
+    EXPECT_FALSE(fs::exists(tmp / "out/2_Dense/model.safetensors"));
+    const auto dense_file = pytorch_tensors(tmp / "out/2_Dense/pytorch_model.bin");
+    ASSERT_EQ(dense_file.size(), 2u);
+    for (const auto& [name, v] : dense_file) params["2_Dense." + name] = v;
+    EXPECT_EQ(params.count("2_Dense.linear.weight"), 1u);
+  }
+  for (const auto& [name, v] : params) {
+    const std::string base = golden_base(name);
     const std::vector<float> want = read_tensor(golden, "final." + base);
     const std::vector<float> got = golden_rows_of(v, golden, base, want.size());
     ASSERT_EQ(got.size(), want.size()) << name;
@@ -282,7 +332,8 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EmbeddingTrajectory,
-                         ::testing::Values("st-bert-mean-tiny", "xlmr-cls-max-tiny"));
+                         ::testing::Values("st-bert-mean-tiny", "xlmr-cls-max-tiny",
+                                           "st-bert-dense"));
 
 class EmbeddingFlags : public ::testing::Test {
  protected:

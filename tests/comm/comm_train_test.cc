@@ -31,11 +31,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "../cli/cli_util.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 namespace bertfit::testing {
@@ -231,6 +233,54 @@ TEST_F(DistTrain, SentenceEmbeddingsOnTwoRanksEqualOneRankWithTheGlobalBatch) {
     EXPECT_TRUE(fs::exists(two_dir + "/modules.json"));
     expect_same_trajectory(start + "/model.safetensors", one_dir + "/model.safetensors",
                            two_dir + "/model.safetensors", 1e-3, 3e-3);
+  }
+}
+
+// The Dense module's gradient group (the embedding head's, reported first) is all-reduced as the
+// encoder's are: tests/fixtures/st/st-bert-dense (mean pooling, Dense 16 -> 8, Normalize), dropout
+// off, on 2 ranks × 8 pairs moves the Dense weights as 1 rank × 16 does.
+TEST_F(DistTrain, DenseModuleOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
+  const std::string start = tmp_ / "dense";
+  fs::copy(std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/st/st-bert-dense/model", start,
+           fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(read_text(start + "/config.json"));
+  config["hidden_dropout_prob"] = 0.0;
+  config["attention_probs_dropout_prob"] = 0.0;
+  write_text(start + "/config.json", config.dump(2));
+  auto args = [&](const std::string& out, int batch, const std::string& extra) {
+    return "train --model " + start + " --output " + out + " --train-file " + shared_dir() +
+           "/data/glue/STS-B/train.tsv --text-a-column sentence1 --text-b-column sentence2"
+           " --loss mnrl --max-steps 6 --warmup-steps 1 --lr 1e-3 --max-seq-len 32"
+           " --batch-size " +
+           std::to_string(batch) + " " + extra;
+  };
+  RunResult one = run_bertfit(args(tmp_ / "dense-one", 16, "--threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult two = run_mpi(2, args(tmp_ / "dense-two", 8, ""));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto dense = [](const std::string& dir) {
+    const Checkpoint c =
+        Checkpoint::open(dir + "/2_Dense/pytorch_model.bin", CheckpointFormat::kPytorch);
+    std::map<std::string, std::vector<float>> out;
+    for (const CheckpointTensor& t : c.tensors()) {
+      out[t.name].resize(t.shape.numel());
+      read_f32(t, out[t.name].data());
+    }
+    return out;
+  };
+  const auto p0 = dense(start), pa = dense(tmp_ / "dense-one"), pb = dense(tmp_ / "dense-two");
+  ASSERT_EQ(p0.size(), 2u);
+  for (const auto& [name, v0] : p0) {
+    ASSERT_EQ(pa.at(name).size(), v0.size());
+    ASSERT_EQ(pb.at(name).size(), v0.size());
+    double diff2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < v0.size(); ++i) {
+      const double da = double{pa.at(name)[i]} - v0[i], db = double{pb.at(name)[i]} - v0[i];
+      diff2 += (da - db) * (da - db);
+      ref2 += da * da;
+    }
+    EXPECT_GT(ref2, 0) << name << " did not move";
+    EXPECT_LE(std::sqrt(diff2), 1e-3 * std::sqrt(ref2) + 1e-9) << name;
   }
 }
 
