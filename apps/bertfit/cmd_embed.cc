@@ -28,6 +28,7 @@ struct EmbedOptions {
   DataOptions data;  // the text column, --no-header, --skip-malformed, --format
   std::string input, output, id_column, prompt_name;
   bool normalize = false;
+  bool truncate = false;
   bool max_seq_len_given = false;
 };
 
@@ -87,6 +88,17 @@ void run(const EmbedOptions& o) {
   }
   const std::vector<EncodedExample> encoded =
       encode_examples(*m.tokenizer, examples, c.max_seq_len);
+  // As TEI: a row longer than the model takes is an error unless --truncate says to cut it.
+  if (!o.truncate) {
+    for (std::size_t i = 0; i < encoded.size(); ++i) {
+      if (encoded[i].truncated_tokens == 0) continue;
+      throw_error(o.input, ":", examples[i].line, ": the row is ",
+                  encoded[i].ids.size() + encoded[i].truncated_tokens, " tokens, longer than the ",
+                  c.max_seq_len, " the model takes (",
+                  o.max_seq_len_given ? "--max-seq-len" : "max_seq_length",
+                  "); --truncate cuts such rows, as sentence-transformers' encode does");
+    }
+  }
   report_truncation(o.input, encoded, c.max_seq_len);
   BertModel model(state.config, state.layout, m.precision);
   const int D = model_head(state.config).output_width(state.config);
@@ -136,6 +148,11 @@ void add_embed_command(CLI::App& app) {
        {"--output", "Write the embeddings here (default: stdout)", &o->output},
        {"--normalize", "L2-normalize every embedding (a model with a Normalize module always does)",
         &o->normalize},
+       {"--truncate",
+        "Cut rows longer than the model takes (the folder's max_seq_length, or --max-seq-len) "
+        "to fit, as sentence-transformers' encode does; without it such a row is an error naming "
+        "its line, as TEI's truncate false",
+        &o->truncate},
        {"--prompt-name",
         "Put this prompt of config_sentence_transformers.json before every input (default: "
         "the folder's default_prompt_name, if any)",

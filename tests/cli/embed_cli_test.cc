@@ -157,9 +157,17 @@ TEST(EmbedCli, FlagsAndRefusals) {
   EXPECT_NE(r.err.find("--prompt-name passage: the model's prompts are doc, query"),
             std::string::npos)
       << r.err;
-  // --max-seq-len cuts (the folder's max_seq_length, 64, otherwise): 3 tokens keep [CLS] a [SEP].
+  // A row longer than --max-seq-len (the folder's max_seq_length, 64, otherwise) is an error
+  // naming its line, as TEI's truncate false; --truncate cuts it: 3 tokens keep [CLS] a [SEP].
   r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
                   " --text-a-column text --max-seq-len 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("one.csv:2: the row is 5 tokens, longer than the 3 the model takes "
+                       "(--max-seq-len); --truncate cuts such rows"),
+            std::string::npos)
+      << r.err;
+  r = run_bertfit("embed --model " + model + " --input " + (tmp / "one.csv") +
+                  " --text-a-column text --max-seq-len 3 --truncate");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   write_text(tmp / "a.csv", "text\na\n");
   p = run_bertfit("embed --model " + model + " --input " + (tmp / "a.csv") +
