@@ -164,6 +164,9 @@ void run(const ServeOptions& o) {
   const std::string folder = resolve_model_flag(o.model_dir, o.revision);
   ModelState state = load_model(folder, {.require_head = true, .pooling = o.pooling});
   const std::unique_ptr<Tokenizer> tokenizer_ptr = load_tokenizer(folder);
+  if (state.sentence_transformer && state.sentence_transformer->do_lower_case) {
+    tokenizer_ptr->set_lowercase_input(true);  // the Transformer module's do_lower_case
+  }
   const Tokenizer& tokenizer = *tokenizer_ptr;
   check_tokenizer_fits(tokenizer, state.config, folder);
   if (o.max_batch_tokens < state.config.max_tokens()) {

@@ -28,6 +28,9 @@ InferenceModel load_for_inference(const InferenceOptions& o) {
   InferenceModel m{load_model(folder, {.require_head = true, .pooling = o.pooling}),
                    load_tokenizer(folder), runnable_precision(c.precision)};
   check_tokenizer_fits(*m.tokenizer, m.state.config, folder);
+  if (m.state.sentence_transformer && m.state.sentence_transformer->do_lower_case) {
+    m.tokenizer->set_lowercase_input(true);  // the Transformer module's do_lower_case
+  }
   if (c.max_seq_len > m.state.config.max_tokens()) {
     throw_error("--max-seq-len ", c.max_seq_len, " exceeds the ", m.state.config.max_tokens(),
                 " tokens the model's max_position_embeddings (", m.state.config.max_positions,

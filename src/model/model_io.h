@@ -101,8 +101,9 @@ ModelState load_model(const std::string& dir, const LoadOptions& options = {});
 
 // The config of a sentence-transformers folder's model: `config` (the encoder's) with the
 // embedding head of the spec's pooling and Normalize modules. Error naming the file and module
-// for what bertfit cannot run (a Dense module, a nested Transformer folder, do_lower_case,
-// include_prompt false, a pooling width other than the hidden size).
+// for what bertfit cannot run (a nested Transformer folder, a Dense module without a bias,
+// include_prompt false, a pooling width other than the hidden size). do_lower_case is the
+// tokenizer's to apply (Tokenizer::set_lowercase_input; the commands set it).
 void use_sentence_transformer(const SentenceTransformerSpec& st, const std::string& dir,
                               ModelConfig& config);
 

@@ -33,11 +33,6 @@ void use_sentence_transformer(const SentenceTransformerSpec& st, const std::stri
                   ": a Dense module without a bias (bias false) is not supported yet");
     }
   }
-  if (st.do_lower_case) {
-    throw_error(join_path(dir, "sentence_bert_config.json"),
-                ": do_lower_case true is not supported yet (the tokenizer's own lower-casing "
-                "is; set it in tokenizer_config.json instead)");
-  }
   if (!st.include_prompt) {
     throw_error(join_path(dir, "1_Pooling/config.json"),
                 ": include_prompt false (pooling without the prompt's tokens) is not supported "

@@ -319,11 +319,14 @@ Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool t
                       TruncationDirection direction, int max_len, bool with_offsets) {
   std::vector<std::int32_t> a;
   std::vector<TokenOffset> a_offsets, b_offsets;
-  tokenizer.tokenize_into(input.a, a, with_offsets ? &a_offsets : nullptr);
+  std::string a_lowered, b_lowered;  // a lowercasing model's texts (Tokenizer::input_text)
+  tokenizer.tokenize_into(tokenizer.input_text(input.a, a_lowered), a,
+                          with_offsets ? &a_offsets : nullptr);
   std::optional<std::vector<std::int32_t>> b;
   if (input.b) {
     b.emplace();
-    tokenizer.tokenize_into(*input.b, *b, with_offsets ? &b_offsets : nullptr);
+    tokenizer.tokenize_into(tokenizer.input_text(*input.b, b_lowered), *b,
+                            with_offsets ? &b_offsets : nullptr);
   }
   const auto specials = static_cast<std::size_t>(tokenizer.num_special_tokens(b.has_value()));
   const std::size_t total = a.size() + (b ? b->size() : 0) + specials;

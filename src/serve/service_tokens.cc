@@ -24,8 +24,10 @@ HttpResponse Service::tokenize(const HttpRequest& req) {
   for (const std::string& text : request.inputs) {
     all.emplace_back();
     std::vector<TokenOffset> bytes;
-    tokenizer_.tokenize_into(text, all.back(), &bytes);
-    spans.push_back(byte_to_char_offsets(text, bytes));
+    std::string lowered;  // a lowercasing model's text (Tokenizer::input_text)
+    const std::string_view input = tokenizer_.input_text(text, lowered);
+    tokenizer_.tokenize_into(input, all.back(), &bytes);
+    spans.push_back(byte_to_char_offsets(input, bytes));
     total += static_cast<std::int64_t>(all.back().size()) + specials;
     if (total > cap) {
       throw ApiError(413, "validation",

@@ -26,10 +26,17 @@ void Tokenizer::tokenize_word_into(std::string_view word, std::vector<std::int32
   tokenize_into(word, ids, nullptr);
 }
 
+std::string_view Tokenizer::input_text(std::string_view text, std::string& buffer) const {
+  if (!lowercase_input_) return text;
+  buffer = tokenizer_detail::python_lower(text);
+  return buffer;
+}
+
 std::vector<std::int32_t> Tokenizer::tokenize_ids(std::string_view text) const {
   std::vector<std::int32_t> out;
   out.reserve(text.size() / 4 + 4);
-  tokenize_into(text, out, nullptr);
+  std::string lowered;
+  tokenize_into(input_text(text, lowered), out, nullptr);
   return out;
 }
 
@@ -40,6 +47,9 @@ int Tokenizer::num_special_tokens(bool pair) const {
 
 Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b, int max_len,
                            bool with_offsets) const {
+  std::string a_lowered, b_lowered;
+  a = input_text(a, a_lowered);
+  if (b) b = input_text(*b, b_lowered);
   std::vector<std::int32_t> a_ids, b_ids;
   std::vector<TokenOffset> a_offsets, b_offsets;
   a_ids.reserve(a.size() / 4 + 4);

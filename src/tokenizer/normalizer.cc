@@ -112,6 +112,23 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
+std::string python_lower(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    const char32_t cp = *p < 0x80 ? *p++ : decode_utf8(p, end);
+    if (cp == 0x130) {
+      out.push_back('i');
+      append_utf8(out, 0x307);
+    } else {
+      append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+    }
+  }
+  return out;
+}
+
 void WordNormalizer::run(std::string_view word, bool lowercase, bool strip_accents) {
   // 1. Decode (the word was assembled from valid code points) and lowercase like str.lower().
   cps_.clear();

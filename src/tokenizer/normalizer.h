@@ -57,6 +57,9 @@ bool is_cjk(char32_t cp);
 // Invalid UTF-8 (stray continuation byte, bad lead byte, truncated sequence, overlong form,
 // surrogate, > U+10FFFF) yields U+FFFD and advances by exactly one byte.
 char32_t decode_utf8(const unsigned char*& p, const unsigned char* end);
+// Python's str.lower() of valid UTF-8 text, as WordNormalizer lowercases (utf8proc's simple
+// mapping and U+0130's two code points; Python's final-sigma rule is not applied).
+std::string python_lower(std::string_view text);
 void append_utf8(std::string& out, char32_t cp);
 inline bool is_utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 

@@ -85,6 +85,13 @@ class Tokenizer {
   bool clean_up_tokenization_spaces() const { return clean_up_tokenization_spaces_; }
   // tokenizer_config.json's clean_up_tokenization_spaces (load_tokenizer sets it).
   void set_clean_up_tokenization_spaces(bool on) { clean_up_tokenization_spaces_ = on; }
+  // sentence-transformers' Transformer module with do_lower_case: every text is lowercased as
+  // Python's str.lower() (python_lower) before it is tokenized (encode, tokenize_ids; callers
+  // of tokenize_into pass their text through input_text). Set by the commands for such a folder.
+  void set_lowercase_input(bool on) { lowercase_input_ = on; }
+  // The text to tokenize: lowercased into `buffer` when lowercase_input, else `text` itself.
+  // Offsets of the tokens then refer to the returned text.
+  std::string_view input_text(std::string_view text, std::string& buffer) const;
 
   // The template around a (and b) truncated to max_len total tokens with HF's longest_first
   // strategy (one token at a time from the longer sequence, from b on ties). Throws Error if
@@ -136,6 +143,7 @@ class Tokenizer {
   // Special ids beyond special_ (bos, eos, additional special tokens) that decode skips.
   std::vector<std::int32_t> extra_special_ids_;
   bool clean_up_tokenization_spaces_ = true;
+  bool lowercase_input_ = false;
   std::int32_t max_id_ = -1;
   std::vector<std::string> source_files_;
 

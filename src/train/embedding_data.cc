@@ -109,6 +109,7 @@ RunData load_embedding_data(const TrainOptions& o, const std::string& source) {
   const std::string& model = o.model_folder();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(model);
   check_tokenizer_fits(*tokenizer, config, model);
+  if (st && st->do_lower_case) tokenizer->set_lowercase_input(true);  // as the module's forward
   int max_len = o.compute.max_seq_len;
   if (!o.max_seq_len_given && st && st->max_seq_length) {
     // fit() cuts texts at the folder's max_seq_length.

@@ -127,5 +127,51 @@ TEST(PoolingCli, PlainBertEncoderEmbedsAndServes) {
   EXPECT_NE(info.body.find("/embed"), std::string::npos) << info.body;
 }
 
+// sentence_bert_config.json's do_lower_case: the Transformer module lowercases every text
+// (str.lower()) before its tokenizer, a case-sensitive SentencePiece here: "Hello World" through
+// the lowercasing folder is "hello world" through the original, in embed and in serve's
+// /embed; a folder trained from it keeps the setting.
+TEST(EmbedLowerCase, TheTransformerModulesDoLowerCaseLowercasesTheInput) {
+  const std::string fixture =
+      std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/st/xlmr-cls-max-tiny/model";
+  TempDir tmp;
+  const std::string lower = tmp / "lower";
+  fs::copy(fixture, lower, fs::copy_options::recursive);
+  json config = json::parse(read_text(lower + "/sentence_bert_config.json"));
+  config["do_lower_case"] = true;
+  write_text(lower + "/sentence_bert_config.json", config.dump());
+  write_text(tmp / "upper.jsonl", R"({"text": "Hello World, ÉTÉ"})"
+                                  "\n");
+  write_text(tmp / "lower.jsonl", R"({"text": "hello world, été"})"
+                                  "\n");
+  auto embed = [&](const std::string& model, const std::string& input) {
+    RunResult r =
+        run_bertfit("embed --model " + model + " --input " + input + " --text-a-column text");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? embeddings_of(r.out) : std::vector<std::vector<float>>{};
+  };
+  const auto lowered = embed(lower, tmp / "upper.jsonl");
+  const auto original_lower = embed(fixture, tmp / "lower.jsonl");
+  const auto original_upper = embed(fixture, tmp / "upper.jsonl");
+  ASSERT_EQ(lowered.size(), 1u);
+  EXPECT_EQ(lowered, original_lower);
+  EXPECT_NE(lowered, original_upper);
+  ServeProcess server("--model " + lower);
+  ASSERT_TRUE(server.started()) << server.err();
+  HttpClient client(server.port());
+  HttpReply reply =
+      client.post("/embed", json{{"inputs", "Hello World, ÉTÉ"}, {"normalize", false}}.dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  std::vector<std::vector<float>> served;
+  for (const auto& v : json::parse(reply.body)) served.push_back(v.get<std::vector<float>>());
+  expect_rows_near(served, original_lower, 1e-6);
+  RunResult t = run_bertfit("train --model " + lower + " --train-file " + (tmp / "upper.jsonl") +
+                            " --text-a-column text --text-b-column text --max-steps 1 --output " +
+                            (tmp / "out"));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_TRUE(
+      json::parse(read_text(tmp / "out/sentence_bert_config.json"))["do_lower_case"].get<bool>());
+}
+
 }  // namespace
 }  // namespace bertfit::testing
