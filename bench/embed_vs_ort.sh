@@ -147,7 +147,7 @@ embed_rate() {
   shift 2
   run() {
     "$bertfit" embed --model "$model" --input "$1" --text-a-column text --batch-size "$batch" \
-      --threads "$threads" --precision "$p" "${@:2}" >/dev/null 2>"$tmp/embed.err" ||
+      --threads "$threads" --precision "$p" --truncate "${@:2}" >/dev/null 2>"$tmp/embed.err" ||
       { cat "$tmp/embed.err" >&2; exit 1; }
   }
   local t0 t1 t2 n

@@ -12,7 +12,7 @@
 # libboost-dev: Boost.Beast/Asio (header-only), the HTTP server of `bertfit serve` (src/serve).
 # chromium and zlib1g-dev: report_cli_test renders `bertfit report`'s page in headless Chromium
 # and decodes the screenshot (PNG: zlib); without Chromium that test checks the page as text.
-# wrk: the HTTP load of bench/serve_http.sh and bench/embed_vs_ort.sh (bench_script_cli_test).
+# wrk: the HTTP load of bench/serve_http.sh and bench/embed_vs_ort.sh.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
