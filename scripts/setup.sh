@@ -12,6 +12,7 @@
 # libboost-dev: Boost.Beast/Asio (header-only), the HTTP server of `bertfit serve` (src/serve).
 # chromium and zlib1g-dev: report_cli_test renders `bertfit report`'s page in headless Chromium
 # and decodes the screenshot (PNG: zlib); without Chromium that test checks the page as text.
+# wrk: the HTTP load of bench/serve_http.sh and bench/embed_vs_ort.sh.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
@@ -20,7 +21,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2 python3 python3-torch
-  chromium zlib1g-dev
+  chromium zlib1g-dev wrk
 )
 missing=()
 for p in "${packages[@]}"; do

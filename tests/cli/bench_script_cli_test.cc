@@ -1,0 +1,143 @@
+// bench/embed_vs_ort.sh end to end on a tiny configuration (a 2-layer encoder of 128, one round,
+// two lengths, one second of HTTP load; enough rows that each `embed` run outlasts its one-row run
+// by a tenth of a second or more): it runs `bertfit embed`, `bench infer`,
+// `serve`'s /embed and the ONNX Runtime peer on the same model and prints its tables. Only that
+// it runs and reports every measurement it promises, each a positive finite figure, and that its
+// token bookkeeping is right; the figures themselves belong to docs/PERFORMANCE.md.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+
+namespace bertfit::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScriptRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+ScriptRun run_script(const std::string& env) {
+  TempDir tmp;
+  const std::string cmd = env + " BERTFIT=" + bertfit_binary() + " bash " + BERTFIT_SOURCE_DIR +
+                          "/bench/embed_vs_ort.sh </dev/null >" + (tmp / "out") + " 2>" +
+                          (tmp / "err");
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(tmp / "out"),
+          read_text(tmp / "err")};
+}
+
+// The cells of the Markdown table rows of `out` whose first cell starts with `first`.
+std::vector<std::vector<std::string>> table_rows(const std::string& out, const std::string& first) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| " + first, 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream cells_in(line.substr(1));
+    for (std::string cell; std::getline(cells_in, cell, '|');) {
+      cells.push_back(cell.substr(1, cell.size() - 2));
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+// Cells [from, to) hold figures: finite, and positive (a rate, a count) or, for ratios and
+// times printed to two decimals that a tiny model can round to zero, at least zero.
+void expect_figures(const std::vector<std::string>& row, std::size_t from, std::size_t to,
+                    bool positive) {
+  ASSERT_GE(row.size(), to);
+  for (std::size_t i = from; i < to; ++i) {
+    char* end = nullptr;
+    const double v = std::strtod(row[i].c_str(), &end);
+    EXPECT_TRUE(end != row[i].c_str() && std::isfinite(v) && (positive ? v > 0 : v >= 0))
+        << "cell " << i << ": " << row[i];
+  }
+}
+
+bool have(const std::string& program) {
+  return std::system(("command -v " + program + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Run by hand (BERTFIT_BENCH_SMOKE=1): it times real runs on a shared machine (a loaded one can
+// make "whole run minus one-row run" meaningless) and the peer may install ONNX Runtime from npm
+// on first use, neither of which belongs in CI's test suite.
+TEST(BenchScriptCli, EmbedVsOrtRunsEveryMeasurementOnATinyModel) {
+  if (std::getenv("BERTFIT_BENCH_SMOKE") == nullptr) {
+    GTEST_SKIP() << "set BERTFIT_BENCH_SMOKE=1 to run the benchmark script's smoke run";
+  }
+  if (!have("wrk")) GTEST_SKIP() << "needs wrk (apt install wrk)";
+  if (!fs::exists(shared_dir() + "/peer/run-ort-peer")) GTEST_SKIP() << "no ONNX Runtime peer";
+  const ScriptRun r = run_script(
+      "SIZE=tiny ROUNDS=1 BATCH=4 SEQ_LENS='8 16' ROWS=0 TOKENS=65536 CLIENTS=2 HTTP_SECONDS=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // One JSON line per measurement: per length, embed and forward in each precision and ORT in
+  // each; per precision, embed and /embed on the real sentences.
+  int measurements = 0;
+  std::istringstream err(r.err);
+  for (std::string line; std::getline(err, line);) {
+    if (line.rfind("{\"round\":1,", 0) != 0) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const double v = j.contains("ms") ? j["ms"].get<double>() : j["per_s"].get<double>();
+    EXPECT_TRUE(std::isfinite(v) && v > 0) << line;
+    ++measurements;
+  }
+  EXPECT_EQ(measurements, 2 * (2 * 2 + 2) + 2 * 2);
+  // The fixed-length table: both lengths in both precisions, every figure and ratio.
+  for (const std::string shape : {"4x8", "4x16"}) {
+    const auto rows = table_rows(r.out, shape + " ");
+    ASSERT_EQ(rows.size(), 2u) << shape << "\n" << r.out;
+    EXPECT_EQ(rows[0][1], "fp32 (ORT fp32)");
+    EXPECT_EQ(rows[1][1], "int8 (ORT int8)");
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 7u);
+      expect_figures(row, 2, 5, true);  // embed, forward, ORT sentences/s
+      expect_figures(row, 5, 7, false);
+    }
+  }
+  // The real sentences: all 3000 of STS-B dev, their padding, and each precision's row.
+  const std::regex real(
+      R"(Real sentences: 3000 of STS-B dev, (\d+) tokens \(mean [\d.]+, max (\d+)\); .*: (\d+) tokens)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, real)) << r.out;
+  const long real_tokens = std::stol(m[1]), max_len = std::stol(m[2]), padded = std::stol(m[3]);
+  EXPECT_GE(real_tokens, 3000 * 3);  // [CLS], a word at least, [SEP]
+  EXPECT_GE(padded, real_tokens);
+  EXPECT_LE(padded, 3000 * max_len);
+  for (const std::string p : {"fp32 (ORT fp32)", "int8 (ORT int8)"}) {
+    const auto rows = table_rows(r.out, p);
+    ASSERT_EQ(rows.size(), 1u) << p << "\n" << r.out;
+    ASSERT_EQ(rows[0].size(), 7u);
+    expect_figures(rows[0], 1, 4, true);  // embed, /embed, ORT sentences/s
+    expect_figures(rows[0], 4, 7, false);
+  }
+  // The phases: inputs, batches, sequences and tokens a batch, then times and tokens/s.
+  for (const std::string p : {"fp32 |", "int8 |"}) {
+    const auto rows = table_rows(r.out, p);
+    ASSERT_EQ(rows.size(), 1u) << p << "\n" << r.out;
+    ASSERT_EQ(rows[0].size(), 9u);
+    expect_figures(rows[0], 1, 5, true);
+    expect_figures(rows[0], 5, 8, false);
+    expect_figures(rows[0], 8, 9, true);
+  }
+}
+
+TEST(BenchScriptCli, EmbedVsOrtRefusesAnUnknownSize) {
+  const ScriptRun r = run_script("SIZE=huge");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "embed_vs_ort.sh: SIZE is minilm, base or tiny, not huge\n");
+}
+
+}  // namespace
+}  // namespace bertfit::testing
