@@ -6,12 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numbers>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/activation.h"
 #include "model/head.h"
 
 namespace bertfit {
@@ -20,37 +21,19 @@ namespace {
 // F.normalize's floor of the norm (l2_norm).
 constexpr float kNormEps = 1e-12f;
 
-float activate(DenseActivation act, float x) {
+// The activation kernel of a Dense module's activation (kernels/activation.h); none: identity.
+std::optional<ActKind> act_kind(DenseActivation act) {
   switch (act) {
     case DenseActivation::kTanh:
-      return std::tanh(x);
-    case DenseActivation::kIdentity:
-      return x;
+      return ActKind::kTanh;
     case DenseActivation::kRelu:
-      return x > 0 ? x : 0.0f;
+      return ActKind::kRelu;
     case DenseActivation::kGelu:  // torch.nn.GELU(): the exact (erf) form
-      return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(1.0 / std::numbers::sqrt2)));
-  }
-  return x;
-}
-
-// d act / d x at x = pre, whose output is y.
-float activate_grad(DenseActivation act, float pre, float y) {
-  switch (act) {
-    case DenseActivation::kTanh:
-      return 1.0f - y * y;
+      return ActKind::kGelu;
     case DenseActivation::kIdentity:
-      return 1.0f;
-    case DenseActivation::kRelu:
-      return pre > 0 ? 1.0f : 0.0f;
-    case DenseActivation::kGelu: {
-      const double x = pre;
-      const double cdf = 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
-      const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-      return static_cast<float>(cdf + x * pdf);
-    }
+      break;
   }
-  return 1.0f;
+  return std::nullopt;
 }
 
 // The pooled vector's width (the first Dense module's input).
@@ -265,10 +248,14 @@ class PoolingHead final : public Head {
           const float* row = W + std::int64_t{o} * in;
           double s = bias[o];
           for (int k = 0; k < in; ++k) s += double{row[k]} * xb[k];
-          const std::int64_t at = std::int64_t{b} * d.out_features + o;
-          pre[at] = static_cast<float>(s);
-          y[at] = activate(d.activation, pre[at]);
+          pre[std::int64_t{b} * d.out_features + o] = static_cast<float>(s);
         }
+      }
+      const std::int64_t n = std::int64_t{a.B} * d.out_features;
+      if (const std::optional<ActKind> k = act_kind(d.activation)) {
+        activation_forward(*k, y, pre, n);
+      } else {
+        std::copy(pre, pre + n, y);
       }
       x = y;
       in = d.out_features;
@@ -292,13 +279,19 @@ class PoolingHead final : public Head {
       float* gb = grads + lay.offset(dense_bias_role(i));
       const float* x = i == 0 ? h.out.data() : h.dense_y[i - 1].data();
       std::vector<float> dx(static_cast<std::size_t>(a.B) * in, 0.0f);
+      // dpre = dy · act'(pre), by the activation's own backward kernel.
+      if (const std::optional<ActKind> k = act_kind(d.activation)) {
+        std::vector<float> dpre(dy.size(), 0.0f);
+        activation_backward(*k, dpre.data(), dy.data(), h.dense_pre[i].data(), h.dense_y[i].data(),
+                            static_cast<std::int64_t>(dy.size()));
+        dy = std::move(dpre);
+      }
       for (int b = 0; b < a.B; ++b) {
         const float* xb = x + std::int64_t{b} * in;
         float* dxb = dx.data() + std::int64_t{b} * in;
         for (int o = 0; o < out; ++o) {
           const std::int64_t at = std::int64_t{b} * out + o;
-          const float g =
-              dy[at] * activate_grad(d.activation, h.dense_pre[i][at], h.dense_y[i][at]);
+          const float g = dy[at];
           if (g == 0.0f) continue;
           gb[o] += g;
           float* gw = gW + std::int64_t{o} * in;
@@ -316,8 +309,8 @@ class PoolingHead final : public Head {
 
   double loss(const ModelConfig& /*c*/, const LossOptions& /*o*/, const float* /*labels*/,
               float /*scale*/, Activations& /*a*/) const override {
-    // Contrastive losses are over a batch of pairs, taken by the trainer of embedding models;
-    // train refuses an embedding head before it would get here.
+    // Contrastive losses are over the batch's texts together: the training step's
+    // PairObjective (train/pair_objective.h) takes them, never this.
     CHECK(false, "an embedding head has no per-example loss");
     return 0;
   }

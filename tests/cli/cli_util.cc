@@ -119,4 +119,57 @@ std::string char_slice(const std::string& text, std::int64_t start, std::int64_t
   return text.substr(at[start], at[end] - at[start]);
 }
 
+std::vector<std::string> fixture_texts(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/texts.json"))["texts"]
+      .get<std::vector<std::string>>();
+}
+
+std::string write_text_rows(const std::string& path, const std::vector<std::string>& texts) {
+  std::string jsonl;
+  for (const std::string& t : texts) jsonl += nlohmann::json{{"text", t}}.dump() + "\n";
+  write_text(path, jsonl);
+  return path;
+}
+
+std::vector<std::vector<float>> golden_embeddings(const std::string& safetensors, std::size_t n) {
+  const std::vector<float> flat = tensors_of(safetensors).at("eval.embeddings");
+  const std::size_t d = flat.size() / n;
+  EXPECT_EQ(d * n, flat.size());
+  std::vector<std::vector<float>> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    rows.emplace_back(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+  }
+  return rows;
+}
+
+std::vector<std::vector<float>> embeddings_of(const std::string& out) {
+  std::vector<std::vector<float>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) {
+      rows.push_back(nlohmann::json::parse(line)["embedding"].get<std::vector<float>>());
+    }
+  }
+  return rows;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    m = std::max(m, std::abs(double{a[i]} - b[i]));
+  }
+  return m;
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += double{a[i]} * b[i];
+    aa += double{a[i]} * a[i];
+    bb += double{b[i]} * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
 }  // namespace bertfit::testing

@@ -38,6 +38,19 @@ std::string last_line(const std::string& out);
 std::string char_slice(const std::string& text, std::int64_t start, std::int64_t end);
 void write_text(const std::string& path, const std::string& text);
 
+// Sentence-embedding tests (the golden folders' texts.json and golden.safetensors):
+// texts.json's "texts" list;
+std::vector<std::string> fixture_texts(const std::string& dir);
+// the texts as JSONL rows {"text": t} written to path (which is returned);
+std::string write_text_rows(const std::string& path, const std::vector<std::string>& texts);
+// a golden file's eval.embeddings as n rows;
+std::vector<std::vector<float>> golden_embeddings(const std::string& safetensors, std::size_t n);
+// the "embedding" of each line `bertfit embed` printed;
+std::vector<std::vector<float>> embeddings_of(const std::string& out);
+// the largest |a[i] - b[i]| (the sizes must agree), and the cosine of a and b.
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+double cosine(const std::vector<float>& a, const std::vector<float>& b);
+
 // Every floating tensor of a safetensors file as floats (integer buffers such as position_ids
 // left out): by name, or all concatenated in file order.
 std::map<std::string, std::vector<float>> tensors_of(const std::string& path);

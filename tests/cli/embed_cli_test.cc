@@ -27,26 +27,15 @@ using nlohmann::json;
 
 std::string golden() { return shared_dir() + "/golden/st-bert-mean-tiny"; }
 
-std::vector<std::string> texts() {
-  return json::parse(read_text(golden() + "/texts.json"))["texts"].get<std::vector<std::string>>();
-}
+std::vector<std::string> texts() { return fixture_texts(golden()); }
 
 // sentence-transformers' encode(texts): (16, 16) row by row.
 std::vector<std::vector<float>> expected() {
-  const std::vector<float> flat =
-      tensors_of(golden() + "/golden.safetensors").at("eval.embeddings");
-  const std::size_t n = texts().size(), d = flat.size() / n;
-  std::vector<std::vector<float>> rows;
-  for (std::size_t i = 0; i < n; ++i)
-    rows.emplace_back(flat.begin() + i * d, flat.begin() + (i + 1) * d);
-  return rows;
+  return golden_embeddings(golden() + "/golden.safetensors", texts().size());
 }
 
 std::string write_texts(const TempDir& tmp) {
-  std::string jsonl;
-  for (const std::string& t : texts()) jsonl += json{{"text", t}}.dump() + "\n";
-  write_text(tmp / "texts.jsonl", jsonl);
-  return tmp / "texts.jsonl";
+  return write_text_rows(tmp / "texts.jsonl", texts());
 }
 
 std::vector<json> lines_of(const std::string& out) {
@@ -73,15 +62,6 @@ std::vector<float> floats_of_base64(const std::string& text) {
   std::vector<float> out(bytes.size() / sizeof(float));
   std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
   return out;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    m = std::max(m, std::abs(double{a[i]} - b[i]));
-  }
-  return m;
 }
 
 TEST(EmbedCli, EmbeddingsEqualSentenceTransformersInEveryPrecision) {

@@ -21,27 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::vector<std::string> fixture_texts(const std::string& dir) {
-  const json j = json::parse(read_text(dir + "/texts.json"));
-  return j["texts"].get<std::vector<std::string>>();
-}
-
-std::string write_texts(const TempDir& tmp, const std::vector<std::string>& texts) {
-  std::string lines;
-  for (const std::string& t : texts) lines += json{{"text", t}}.dump() + "\n";
-  write_text(tmp / "texts.jsonl", lines);
-  return tmp / "texts.jsonl";
-}
-
-std::vector<std::vector<float>> embeddings_of(const std::string& out) {
-  std::vector<std::vector<float>> rows;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    rows.push_back(json::parse(line)["embedding"].get<std::vector<float>>());
-  }
-  return rows;
-}
-
 // Golden (n, D) rows, columns [from, from + width) of each.
 std::vector<std::vector<float>> golden_rows(const std::string& file, std::size_t n, int from,
                                             int width) {
@@ -71,7 +50,7 @@ TEST(PoolingCli, PlainXlmrEncoderPoolsLikeSentenceTransformers) {
   const std::string plain = shared_dir() + "/golden/xlmr-tiny/model";
   TempDir tmp;
   const std::vector<std::string> texts = fixture_texts(fixture);
-  const std::string input = write_texts(tmp, texts);
+  const std::string input = write_text_rows(tmp / "texts.jsonl", texts);
   for (const auto& [mode, from] : {std::pair{"cls", 0}, std::pair{"max", 16}}) {
     SCOPED_TRACE(mode);
     RunResult r = run_bertfit("embed --model " + plain + " --pooling " + mode + " --input " +
@@ -95,7 +74,7 @@ TEST(PoolingCli, PlainBertEncoderEmbedsAndServes) {
     fs::copy_file(golden + "/model/" + f, plain + "/" + f);
   }
   const std::vector<std::string> texts = fixture_texts(golden);
-  const std::string input = write_texts(tmp, texts);
+  const std::string input = write_text_rows(tmp / "texts.jsonl", texts);
   const auto want = golden_rows(golden + "/golden.safetensors", texts.size(), 0, 16);
   RunResult r = run_bertfit("embed --model " + plain + " --pooling mean --normalize --input " +
                             input + " --text-a-column text --max-seq-len 64");

@@ -41,16 +41,6 @@ bool close(const json& a, const json& b, double tol = 1e-5) {
   return true;
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    ab += double{a[k]} * b[k];
-    aa += double{a[k]} * a[k];
-    bb += double{b[k]} * b[k];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 // The mean of the rows, L2-normalized: the golden model's pooling and Normalize.
 std::vector<float> normalized_mean(const json& rows) {
   std::vector<double> sum(rows[0].size(), 0.0);

@@ -28,36 +28,17 @@ std::string fixture() {
   return std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/st/st-bert-dense";
 }
 
-std::vector<std::string> texts() {
-  return json::parse(read_text(fixture() + "/texts.json"))["texts"].get<std::vector<std::string>>();
-}
+std::vector<std::string> texts() { return fixture_texts(fixture()); }
 
 // sentence-transformers' encode(texts): (16, 8) row by row.
 std::vector<std::vector<float>> expected() {
-  const std::vector<float> flat =
-      tensors_of(fixture() + "/golden.safetensors").at("eval.embeddings");
-  const std::size_t n = texts().size(), d = flat.size() / n;
-  EXPECT_EQ(d, 8u);
-  std::vector<std::vector<float>> rows;
-  for (std::size_t i = 0; i < n; ++i)
-    rows.emplace_back(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+  auto rows = golden_embeddings(fixture() + "/golden.safetensors", texts().size());
+  EXPECT_EQ(rows.front().size(), 8u);
   return rows;
 }
 
 std::string write_texts(const TempDir& tmp) {
-  std::string jsonl;
-  for (const std::string& t : texts()) jsonl += json{{"text", t}}.dump() + "\n";
-  write_text(tmp / "texts.jsonl", jsonl);
-  return tmp / "texts.jsonl";
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    m = std::max(m, std::abs(double{a[i]} - b[i]));
-  }
-  return m;
+  return write_text_rows(tmp / "texts.jsonl", texts());
 }
 
 TEST(StDenseCli, EmbedEqualsSentenceTransformersInEveryPrecision) {
@@ -110,48 +91,33 @@ std::string copy_model(const TempDir& tmp) {
 TEST(StDenseCli, DenseErrorsNameTheFile) {
   TempDir tmp;
   const std::string input = write_texts(tmp);
-  {
-    // config.json says 6 outputs; the weights hold 8.
+  // Each case sets one key of 2_Dense/config.json in a fresh copy; the error is one line naming
+  // the file at fault.
+  const struct {
+    const char* key;
+    json value;
+    std::string message;  // after the copy's folder
+  } cases[] = {
+      // config.json says 6 outputs; the weights hold 8.
+      {"out_features", 6,
+       "/2_Dense/pytorch_model.bin: tensor 'linear.weight' has shape [8, 16], expected [6, 16]"},
+      {"activation_function", "torch.nn.modules.activation.Sigmoid",
+       "/2_Dense/config.json: key 'activation_function' value "
+       "'torch.nn.modules.activation.Sigmoid' is not supported"},
+      {"bias", false, "/2_Dense/config.json: a Dense module without a bias"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
     const std::string model = copy_model(tmp);
     json config = json::parse(read_text(model + "/2_Dense/config.json"));
-    config["out_features"] = 6;
+    config[c.key] = c.value;
     write_text(model + "/2_Dense/config.json", config.dump());
     RunResult r =
         run_bertfit("embed --model " + model + " --input " + input + " --text-a-column text");
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find(model + "/2_Dense/pytorch_model.bin: tensor 'linear.weight' has shape "
-                                 "[8, 16], expected [6, 16]"),
-              std::string::npos)
-        << r.err;
+    EXPECT_NE(r.err.find(model + c.message), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     fs::remove_all(model);
-  }
-  {
-    const std::string model = copy_model(tmp);
-    json config = json::parse(read_text(model + "/2_Dense/config.json"));
-    config["activation_function"] = "torch.nn.modules.activation.Sigmoid";
-    write_text(model + "/2_Dense/config.json", config.dump());
-    RunResult r =
-        run_bertfit("embed --model " + model + " --input " + input + " --text-a-column text");
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find(model + "/2_Dense/config.json: key 'activation_function' value "
-                                 "'torch.nn.modules.activation.Sigmoid' is not supported"),
-              std::string::npos)
-        << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    fs::remove_all(model);
-  }
-  {
-    const std::string model = copy_model(tmp);
-    json config = json::parse(read_text(model + "/2_Dense/config.json"));
-    config["bias"] = false;
-    write_text(model + "/2_Dense/config.json", config.dump());
-    RunResult r =
-        run_bertfit("embed --model " + model + " --input " + input + " --text-a-column text");
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find(model + "/2_Dense/config.json: a Dense module without a bias"),
-              std::string::npos)
-        << r.err;
   }
 }
 

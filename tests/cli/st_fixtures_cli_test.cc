@@ -52,16 +52,6 @@ Vectors embed(const std::string& model, const std::vector<std::string>& texts,
   return out;
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += double{a[i]} * b[i];
-    aa += double{a[i]} * a[i];
-    bb += double{b[i]} * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 std::vector<std::string> column(const std::vector<json>& rows, const char* key) {
   std::vector<std::string> out;
   for (const json& r : rows) out.push_back(r.at(key));

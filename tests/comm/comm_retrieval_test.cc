@@ -13,25 +13,12 @@
 #include <string>
 
 #include "../cli/cli_util.h"
+#include "mpi_run.h"
 
 namespace bertfit::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kMpirun = BERTFIT_MPIRUN;  // mpirun and its flags, without -np
-
-RunResult run_mpi(int np, const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = kMpirun + " -np " + std::to_string(np) + " " + bertfit_binary() + " " +
-                          args + " </dev/null >" + (tmp / "out") + " 2>" + (tmp / "err");
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(tmp / "out");
-  r.err = read_text(tmp / "err");
-  return r;
-}
 
 TEST(DistRetrieval, RanksGatherTheEmbeddingsAndAgreeWithTheEvaluator) {
   TempDir tmp;

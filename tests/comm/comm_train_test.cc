@@ -39,6 +39,7 @@
 #include "../cli/cli_util.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "mpi_run.h"
 
 namespace bertfit::testing {
 namespace {
@@ -48,20 +49,6 @@ namespace fs = std::filesystem;
 const std::string kMpirun = BERTFIT_MPIRUN;  // mpirun and its flags, without -np
 
 std::string mrpc() { return shared_dir() + "/data/glue/MRPC"; }
-
-// Runs `mpirun [launcher_flags] -np N bertfit <args>`.
-RunResult run_mpi(int np, const std::string& args, const std::string& launcher_flags = "") {
-  TempDir tmp;
-  std::string cmd = kMpirun + " " + launcher_flags + " -np " + std::to_string(np) + " " +
-                    bertfit_binary() + " " + args + " </dev/null >" + (tmp / "out") + " 2>" +
-                    (tmp / "err");
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(tmp / "out");
-  r.err = read_text(tmp / "err");
-  return r;
-}
 
 struct Params {
   std::vector<std::string> names;
