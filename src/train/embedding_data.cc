@@ -60,9 +60,7 @@ bool trains_embeddings(const TrainOptions& o, const std::string& source) {
   return path_exists(join_path(source, "modules.json"));
 }
 
-SentenceTransformerSpec embedding_modules(const TrainOptions& o, const ModelConfig& config,
-                                          const std::string& source) {
-  if (std::optional<SentenceTransformerSpec> st = read_sentence_transformer(source)) return *st;
+SentenceTransformerSpec plain_encoder_modules(const TrainOptions& o, const ModelConfig& config) {
   SentenceTransformerSpec spec;
   spec.pooling = {o.embedding.pooling.value_or(Pooling::kMean)};
   spec.word_embedding_dimension = config.hidden;

@@ -25,9 +25,10 @@ bool trains_embeddings(const TrainOptions& options, const std::string& source);
 // decide it, --loss and the data disagreeing) or the file and line.
 RunData load_embedding_data(const TrainOptions& options, const std::string& source);
 
-// The modules the trained model is saved with: the folder's own, or for a plain encoder its
-// --pooling without Normalize, max_seq_length the run's --max-seq-len.
-SentenceTransformerSpec embedding_modules(const TrainOptions& options, const ModelConfig& config,
-                                          const std::string& source);
+// The modules a plain encoder's trained model is saved with: its --pooling (default mean),
+// without Normalize, max_seq_length the run's --max-seq-len. (A sentence-transformers folder's
+// own modules come with its ModelState.)
+SentenceTransformerSpec plain_encoder_modules(const TrainOptions& options,
+                                              const ModelConfig& config);
 
 }  // namespace bertfit

@@ -310,9 +310,11 @@ TrainRun::TrainRun(const TrainOptions& train_options, Communicator& communicator
   model.set_loss_options(
       make_loss_options(options, data.task, state.config.num_labels, data.train));
   if (data.pair_loss) {
-    // Saved as a sentence-transformers folder: the source's modules, or the run's --pooling.
-    state.sentence_transformer = embedding_modules(
-        options, state.config, checkpoint_dir.empty() ? options.model_folder() : checkpoint_dir);
+    // Saved as a sentence-transformers folder: the source's modules (load_model kept them), or
+    // a plain encoder's --pooling.
+    if (!state.sentence_transformer) {
+      state.sentence_transformer = plain_encoder_modules(options, state.config);
+    }
     step.use_objective(std::make_unique<PairObjective>(
         *data.pair_loss, data.loss_scale, data.texts_per_sample,
         model_head(state.config).output_width(state.config), &comm));
