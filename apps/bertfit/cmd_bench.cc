@@ -3,6 +3,7 @@
 // measured in the same command (a 4096×768×3072 fp32 product, the FFN's shape at batch 32,
 // seq 128). Prints one JSON object.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -42,7 +43,18 @@ struct BenchOptions {
   std::string model_dir, revision = "main";
   ComputeOptions compute;  // --precision, --threads, --batch-size
   int seq_len = 128, steps = 5, warmup = 2;
+  double seconds = 0;      // time steps until this long (at least `steps`); 0: `steps` only
+  bool no_peak = false;    // skip the matrix-product peak (2 x ~1 s of large products)
+  std::string start_file;  // after warm-up, wait until this file exists (tune's instances)
 };
+
+// Waits until `path` exists, announcing it once on stderr ("bench: ready"): several processes
+// start their timed steps together when tune creates the file.
+void wait_for_start_file(const std::string& path) {
+  std::fprintf(stderr, "bench: ready\n");
+  std::fflush(stderr);
+  while (access(path.c_str(), F_OK) != 0) usleep(1000);
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -88,8 +100,8 @@ void run(const BenchOptions& o) {
   if (train && precision == Precision::kInt8) {
     throw_error("--precision int8 is for inference: bench infer, not bench train");
   }
-  if (o.compute.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0) {
-    throw_error("--batch-size, --seq-len and --steps must be positive");
+  if (o.compute.batch_size <= 0 || o.seq_len <= 1 || o.steps <= 0 || o.seconds < 0) {
+    throw_error("--batch-size, --seq-len and --steps must be positive, --seconds not negative");
   }
   if (o.compute.threads > 0) set_num_threads(o.compute.threads);
   ModelState state;
@@ -148,19 +160,26 @@ void run(const BenchOptions& o) {
   std::vector<double> times;
   // The peak is measured before and after the steps and the better kept: on a shared machine
   // a single measurement can land in a busy moment.
-  const double peak_before = measure_matmul_peak(precision);
+  const double peak_before = o.no_peak ? 0 : measure_matmul_peak(precision);
   // Inference serves fixed weights: prepared once, before the timed forwards.
   ModelWeights infer_weights = model.make_weights();
   if (!train_step) infer_weights.prepare(state.params.data(), /*with_backward=*/false);
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
-    Timer t;
+  auto step_once = [&](int s) {
     if (train_step) {
       train_step->run(state.params.data(), micro, s, defaults.lr, defaults.max_grad_norm);
     } else {
       model.forward(infer_weights, in, DropoutState{}, infer_acts);
     }
-    if (s >= o.warmup) times.push_back(t.seconds());
+  };
+  for (int s = 0; s < o.warmup; ++s) step_once(s);
+  if (!o.start_file.empty()) wait_for_start_file(o.start_file);
+  const Timer window;
+  for (int s = o.warmup; s < o.warmup + o.steps || window.seconds() < o.seconds; ++s) {
+    Timer t;
+    step_once(s);
+    times.push_back(t.seconds());
   }
+  const double timed_seconds = window.seconds();
   const double step = median(times);
   // Executed products (the last layer runs on the first tokens only), and the full model's
   // (every token of every layer, as the peer computes them).
@@ -170,7 +189,7 @@ void run(const BenchOptions& o) {
   // Peak RSS of the steps, read before the second peak measurement allocates its matrices.
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  const double peak = std::max(peak_before, measure_matmul_peak(precision));
+  const double peak = o.no_peak ? 0 : std::max(peak_before, measure_matmul_peak(precision));
   nlohmann::json j{{"engine", "bertfit"},
                    {"mode", train ? "train" : "infer"},
                    {"arch", c.model_type()},
@@ -178,16 +197,20 @@ void run(const BenchOptions& o) {
                    {"threads", num_threads()},
                    {"batch_size", B},
                    {"seq_len", T},
-                   {"steps", o.steps},
+                   {"steps", static_cast<int>(times.size())},
+                   {"seconds", timed_seconds},
                    {"ms_per_step", step * 1e3},
                    {"ms_per_step_min", *std::min_element(times.begin(), times.end()) * 1e3},
                    {"samples_per_s", B / step},
+                   {"mean_samples_per_s", B * times.size() / timed_seconds},
                    {"gflop_per_step", flops / 1e9},
                    {"full_model_gflop_per_step", full_flops / 1e9},
                    {"gflops", flops / step / 1e9},
-                   {"matmul_peak_gflops", peak},
-                   {"fraction_of_peak", flops / step / 1e9 / peak},
                    {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
+  if (!o.no_peak) {
+    j["matmul_peak_gflops"] = peak;
+    j["fraction_of_peak"] = flops / step / 1e9 / peak;
+  }
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -213,6 +236,15 @@ void add_bench_command(CLI::App& app) {
   add_flags(*cmd, {{"--seq-len", "Tokens per sequence (every sequence full)", &o->seq_len},
                    {"--steps", "Timed steps (median reported)", &o->steps},
                    {"--warmup", "Untimed warm-up steps", &o->warmup}});
+  add_flags(*cmd, {{"--seconds",
+                    "Time steps until this many seconds passed (at least --steps); 0: --steps only",
+                    &o->seconds},
+                   {"--no-peak", "Skip measuring the matrix-product peak (no matmul_peak_gflops)",
+                    &o->no_peak},
+                   {"--start-file",
+                    "After warm-up, print `bench: ready` on stderr and wait until this file exists "
+                    "(starts several processes' timed steps together: bertfit tune)",
+                    &o->start_file}});
   cmd->get_option("mode")->required();
   cmd->callback([o] { run(*o); });
 }

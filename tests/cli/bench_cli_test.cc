@@ -4,10 +4,12 @@
 // what it ran, with positive, finite timings.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "cli_util.h"
 
@@ -113,6 +115,39 @@ TEST(TrainCliInt8, TrainingInInt8IsRefusedWithAMessage) {
   EXPECT_NE(r.exit_code, 0);  // refused by the flag itself: train does not offer int8
   EXPECT_NE(r.err.find("int8 is for inference"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
+}
+
+// tune's flags: --seconds times steps until the time passed, --no-peak skips the product peak,
+// --start-file holds the timed steps until the file exists (announced by `bench: ready`).
+TEST(BenchCli, SecondsNoPeakAndStartFile) {
+  TempDir tmp;
+  init_tiny_model(tmp / "m");
+  const std::string start = tmp / "start";
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    write_text(start, "");
+  });
+  const auto begin = std::chrono::steady_clock::now();
+  const RunResult r = run_bertfit("bench infer --model " + (tmp / "m") +
+                                  " --batch-size 2 --seq-len 9 --steps 2 --warmup 1 --seconds 0.3"
+                                  " --no-peak --start-file " +
+                                  start);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  starter.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("bench: ready"), std::string::npos) << r.err;
+  EXPECT_GE(waited, 1.5);  // it waited for the file (a lower bound, not a speed)
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.contains("matmul_peak_gflops"));
+  EXPECT_FALSE(j.contains("fraction_of_peak"));
+  EXPECT_GE(j["seconds"].get<double>(), 0.3);
+  EXPECT_GT(j["steps"].get<int>(), 2);  // a tiny model's forward takes well under 0.15 s
+  EXPECT_NEAR(j["mean_samples_per_s"].get<double>(),
+              2 * j["steps"].get<int>() / j["seconds"].get<double>(), 1e-6);
+  const RunResult bad = run_bertfit("bench infer --model " + (tmp / "m") + " --seconds -1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--seconds"), std::string::npos) << bad.err;
 }
 
 }  // namespace
