@@ -28,6 +28,7 @@ struct TrialConfig {
   int seq_len = 128;                      // infer: tokens per sequence; serve: the text's words
   int concurrency = 1;                    // serve: connections of the closed loop
   std::vector<std::string> texts;         // serve: one request's text each (in turn)
+  std::string target = "/predict";        // serve: the route (/embed for a sentence embedder)
   int warmup_steps = 2, timed_steps = 5;  // train
 };
 
