@@ -77,7 +77,7 @@ void build_app(CLI::App& app) {
   for (auto add : {add_train_command, add_eval_command, add_predict_command, add_embed_command,
                    add_serve_command, add_tokenize_command, add_init_command, add_download_command,
                    add_convert_command, add_inspect_command, add_forward_command, add_bench_command,
-                   add_report_command}) {
+                   add_tune_command, add_report_command}) {
     add(app);
   }
 }

@@ -21,6 +21,7 @@ void add_convert_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 
 }  // namespace bertfit::cli

@@ -176,8 +176,9 @@ Outcome Tuner::run(const std::function<bool()>& stop) {
   }
   outcome.interrupted = stop();
   if (options_.remeasure && !outcome.interrupted && !outcome.budget_hit) {
-    // Confirmation: the two best re-measured settings and the defaults, alternated.
-    const std::vector<Summary> ranked = ranking(2);
+    // Confirmation: the two best settings (by mean; a new best the search had no room to
+    // re-measure among them) and the defaults, alternated.
+    const std::vector<Summary> ranked = ranking(1);
     const std::string defaults_key = describe(space_.defaults());
     std::vector<Setting> finalists;
     for (const Summary& s : ranked) {
