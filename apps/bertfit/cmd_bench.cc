@@ -86,7 +86,8 @@ double measure_matmul_peak(Precision precision) {
 }
 
 // What the process runs under, for `bertfit tune` and --config to check: the OpenMP variables
-// it sees, and the allocator mapped into it (a preloaded tcmalloc or jemalloc, else glibc's).
+// it sees, the binding libgomp took from them, and the allocator mapped into it (a preloaded
+// tcmalloc or jemalloc, else glibc's).
 nlohmann::json omp_environment() {
   nlohmann::json j = nlohmann::json::object();
   for (char** e = environ; *e != nullptr; ++e) {
@@ -215,6 +216,7 @@ void run(const BenchOptions& o) {
                    {"fraction_of_peak", flops / step / 1e9 / peak},
                    {"peak_rss_mb", ru.ru_maxrss / 1024.0},
                    {"omp_env", omp_environment()},
+                   {"omp_proc_bind", omp_binding()},
                    {"allocator", mapped_allocator()}};
   std::printf("%s\n", j.dump().c_str());
 }

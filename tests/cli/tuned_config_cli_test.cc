@@ -86,10 +86,12 @@ TEST_F(TunedConfigCli, BenchRunsWithTheFilesFlagsAndEnvironment) {
   EXPECT_EQ(j["omp_env"]["OMP_WAIT_POLICY"], "active") << j["omp_env"];
   EXPECT_EQ(j["omp_env"]["OMP_PROC_BIND"], "close") << j["omp_env"];
   EXPECT_EQ(j["omp_env"]["OMP_PLACES"], "cores") << j["omp_env"];
+  EXPECT_EQ(j["omp_proc_bind"], "close");  // libgomp loaded with it: the binary started again
   EXPECT_EQ(j["allocator"], "glibc");
   // Without the file: none of it (the default threads are the machine's share).
   const nlohmann::json plain = nlohmann::json::parse(bench("").out);
   EXPECT_FALSE(plain["omp_env"].contains("OMP_WAIT_POLICY")) << plain["omp_env"];
+  EXPECT_EQ(plain["omp_proc_bind"], "false");
   EXPECT_EQ(plain["precision"], "fp32");
 }
 
