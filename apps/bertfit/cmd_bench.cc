@@ -1,13 +1,14 @@
 // `bertfit bench train|infer`: throughput of training steps or inference passes on random
 // batches, with achieved GFLOP/s and the fraction of this machine's matrix-product peak,
 // measured in the same command (a 4096×768×3072 fp32 product, the FFN's shape at batch 32,
-// seq 128). Prints one JSON object.
+// seq 128). Prints one JSON object, with the OpenMP variables and the allocator it ran under.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,9 +44,10 @@ struct BenchOptions {
   std::string model_dir, revision = "main";
   ComputeOptions compute;  // --precision, --threads, --batch-size
   int seq_len = 128, steps = 5, warmup = 2;
-  double seconds = 0;      // time steps until this long (at least `steps`); 0: `steps` only
-  bool no_peak = false;    // skip the matrix-product peak (2 x ~1 s of large products)
-  std::string start_file;  // after warm-up, wait until this file exists (tune's instances)
+  double seconds = 0;        // time steps until this long (at least `steps`); 0: `steps` only
+  bool no_peak = false;      // skip the matrix-product peak (2 x ~1 s of large products)
+  std::string start_file;    // after warm-up, wait until this file exists (tune's instances)
+  std::string tuned_config;  // --config: applied by main before parsing (tuned_config.h)
 };
 
 // Waits until `path` exists, announcing it once on stderr ("bench: ready"): several processes
@@ -92,6 +94,30 @@ double measure_matmul_peak(Precision precision) {
     best = std::max(best, 2.0 * M * K * N / t.seconds() / 1e9);
   }
   return best;
+}
+
+// What the process runs under, for `bertfit tune` and --config to check: the OpenMP variables
+// it sees, the binding libgomp took from them, and the allocator mapped into it (a preloaded
+// tcmalloc or jemalloc, else glibc's).
+nlohmann::json omp_environment() {
+  nlohmann::json j = nlohmann::json::object();
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    const std::size_t eq = var.find('=');
+    if (var.rfind("OMP_", 0) == 0 || var.rfind("GOMP_", 0) == 0) {
+      j[var.substr(0, eq)] = var.substr(eq + 1);
+    }
+  }
+  return j;
+}
+
+std::string mapped_allocator() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("libtcmalloc") != std::string::npos) return "tcmalloc";
+    if (line.find("libjemalloc") != std::string::npos) return "jemalloc";
+  }
+  return "glibc";
 }
 
 void run(const BenchOptions& o) {
@@ -206,7 +232,10 @@ void run(const BenchOptions& o) {
                    {"gflop_per_step", flops / 1e9},
                    {"full_model_gflop_per_step", full_flops / 1e9},
                    {"gflops", flops / step / 1e9},
-                   {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
+                   {"peak_rss_mb", ru.ru_maxrss / 1024.0},
+                   {"omp_env", omp_environment()},
+                   {"omp_proc_bind", omp_binding()},
+                   {"allocator", mapped_allocator()}};
   if (!o.no_peak) {
     j["matmul_peak_gflops"] = peak;
     j["fraction_of_peak"] = flops / step / 1e9 / peak;
@@ -233,6 +262,7 @@ void add_bench_command(CLI::App& app) {
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(*cmd,
             select_flags(compute_flags(o->compute), {"--batch-size", "--precision", "--threads"}));
+  add_flags(*cmd, tuned_config_flags(o->tuned_config));
   add_flags(*cmd, {{"--seq-len", "Tokens per sequence (every sequence full)", &o->seq_len},
                    {"--steps", "Timed steps (median reported)", &o->steps},
                    {"--warmup", "Untimed warm-up steps", &o->warmup}});

@@ -41,7 +41,8 @@ namespace {
 struct ServeOptions {
   std::string model_dir;
   std::string revision = "main";
-  ComputeOptions compute;  // --precision, --threads
+  ComputeOptions compute;    // --precision, --threads
+  std::string tuned_config;  // --config: applied by main before parsing (tuned_config.h)
   std::optional<Pooling> pooling;
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -240,9 +241,9 @@ void add_serve_command(CLI::App& app) {
       "are batched dynamically on one compute worker. Prints `serve: listening on "
       "HOST:PORT` on stderr when ready; SIGINT or SIGTERM stops it after the requests in flight "
       "are answered. A model without a trained head is refused at start.");
-  add_flags(*cmd,
-            join_flags({model_flags(o->model_dir, o->revision),
-                        select_flags(compute_flags(o->compute), {"--precision", "--threads"})}));
+  add_flags(*cmd, join_flags({model_flags(o->model_dir, o->revision),
+                              select_flags(compute_flags(o->compute), {"--precision", "--threads"}),
+                              tuned_config_flags(o->tuned_config)}));
   cmd->get_option("--model")->required();
   add_flags(*cmd, pooling_flags(o->pooling));
   add_flags(

@@ -10,6 +10,7 @@
 #include "apps/bertfit/commands.h"
 #include "apps/bertfit/model_source.h"
 #include "base/error.h"
+#include "flags/groups.h"
 #include "train/trainer.h"
 
 namespace bertfit::cli {
@@ -29,9 +30,12 @@ void add_train_command(CLI::App& app) {
       "--negative-columns, or --label-column scores: --loss) and is saved as a "
       "sentence-transformers folder; --dev-file scored pairs are evaluated by Spearman.");
   add_flags(*cmd, train_flags(*options));
+  // Not one of the run's saved options (train_flags): what it sets is saved as those flags.
+  auto tuned_config = std::make_shared<std::string>();
+  add_flags(*cmd, tuned_config_flags(*tuned_config));
   cmd->get_option("--model")->required();
   cmd->get_option("--output")->required();
-  cmd->callback([options, cmd] {
+  cmd->callback([options, cmd, tuned_config] {
     options->max_seq_len_given = cmd->get_option("--max-seq-len")->count() > 0;
     try {
       validate_train_options(*options);  // a mistyped flag fails before a download

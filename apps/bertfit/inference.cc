@@ -16,7 +16,8 @@
 namespace bertfit::cli {
 
 void add_inference_flags(CLI::App& cmd, InferenceOptions& o) {
-  add_flags(cmd, join_flags({model_flags(o.model_dir, o.revision), compute_flags(o.compute)}));
+  add_flags(cmd, join_flags({model_flags(o.model_dir, o.revision), compute_flags(o.compute),
+                             tuned_config_flags(o.tuned_config)}));
   cmd.get_option("--model")->required();
 }
 

@@ -25,9 +25,10 @@ struct InferenceOptions {
   std::string revision = "main";
   ComputeOptions compute;
   std::optional<Pooling> pooling;  // embed's --pooling (LoadOptions::pooling)
+  std::string tuned_config;        // --config: applied by main before parsing (tuned_config.h)
 };
 
-// --model (required), --revision and the compute group.
+// --model (required), --revision, the compute group and --config (a tuned.json).
 void add_inference_flags(CLI::App& cmd, InferenceOptions& o);
 
 struct InferenceModel {

@@ -15,6 +15,9 @@ int omp_thread_index();
 int omp_thread_count();
 // True inside a parallel region of more than one thread.
 bool in_parallel_region();
+// The binding libgomp took from OMP_PROC_BIND when it loaded (a later setenv does not change
+// it): "false", "true", "primary", "close" or "spread".
+const char* omp_binding();
 
 // Runs body(begin, end) over [0, n) split into contiguous chunks, one per thread.
 // Falls back to a single call when n is small (below min_per_thread per thread), and inside a

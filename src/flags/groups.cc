@@ -147,4 +147,14 @@ FlagTable pooling_flags(std::optional<Pooling>& pooling) {
            false}};
 }
 
+FlagTable tuned_config_flags(std::string& path) {
+  return {
+      {"--config",
+       "A tuned.json written by `bertfit tune`: its settings (threads, precision, batch sizes; "
+       "OpenMP's wait policy and binding, the allocator) apply where this command line gives "
+       "no value of its own",
+       &path, false},
+  };
+}
+
 }  // namespace bertfit

@@ -77,4 +77,9 @@ FlagTable pooling_flags(std::optional<Pooling>& pooling);
 // --overwrite-output-dir (train, init): see train/output_dir.h.
 FlagTable overwrite_flags(bool& overwrite_output_dir);
 
+// --config tuned.json (serve, predict, bench, train, eval, embed): the settings `bertfit tune`
+// found. The command never reads `path`: main applies the file before parsing
+// (apps/bertfit/tuned_config.h), which finds the commands that take it by this flag's help.
+FlagTable tuned_config_flags(std::string& path);
+
 }  // namespace bertfit

@@ -91,7 +91,8 @@ const std::set<std::pair<std::string, std::string>> kOwnFlags = {
     {"tokenize", "--input"},  {"init", "--vocab"},   {"tokenize", "--vocab"},
     {"init", "--arch"},       {"bench", "--arch"},   {"tokenize", "--max-seq-len"},
     {"init", "--num-labels"}, {"init", "--labels"},  {"init", "--task"},
-    {"train", "--pooling"}};  // training's pooling of a new embedder (default auto: mean)
+    {"train", "--pooling"},  // training's pooling of a new embedder (default auto: mean)
+    {"init", "--config"}};   // a model's config.json; elsewhere a tuned.json (flags/groups.h)
 
 // Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
 // words train accepts and what they mean there differ from inference's.
