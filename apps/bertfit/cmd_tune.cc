@@ -139,10 +139,12 @@ std::string command_word(TuneMode mode) {
 
 // The equivalent command line of a setting (one process, or how to start several).
 std::string equivalent_command(TuneMode mode, const tune::Setting& best,
-                               const tune::SpaceContext& context, const std::string& model) {
+                               const tune::SpaceContext& context, const std::string& model,
+                               const std::vector<std::string>& passed) {
   const tune::Launch launch = tune::launch_of(best, context);
-  const std::string one =
+  std::string one =
       tune::command_line(launch, "bertfit " + command_word(mode) + " --model " + model);
+  for (const std::string& word : passed) one += " " + word;  // train's data and head flags
   if (launch.processes <= 1) return one;
   if (mode == TuneMode::kTrain) {
     return "mpirun -np " + std::to_string(launch.processes) + " " + one;
@@ -154,7 +156,7 @@ std::string equivalent_command(TuneMode mode, const tune::Setting& best,
 void finish(const TuneOptions& o, TuneMode mode, const tune::Space& space,
             const tune::Objective& objective, tune::Optimizer& optimizer,
             const tune::Outcome& outcome, const tune::Machine& machine,
-            const tune::SpaceContext& context) {
+            const tune::SpaceContext& context, const std::vector<std::string>& passed) {
   const std::size_t runs = outcome.runs.size();
   if (!outcome.best) {
     if (outcome.interrupted) {
@@ -216,7 +218,7 @@ void finish(const TuneOptions& o, TuneMode mode, const tune::Space& space,
                   {"native_bf16", machine.bf16}};
   file.measured = measured;
   file.importance = importance;
-  file.command_line = equivalent_command(mode, best.setting, context, o.model_dir);
+  file.command_line = equivalent_command(mode, best.setting, context, o.model_dir, passed);
   const std::string tuned_path = (std::filesystem::path(o.output) / "tuned.json").string();
   tune::write_tuned_file(tuned_path, file);
 
@@ -350,7 +352,7 @@ void run(TuneOptions o, const std::vector<std::string>& passed) {
                       std::fprintf(stderr, "%s\n", progress.row(r, remark).c_str());
                     });
   const tune::Outcome outcome = tuner.run([] { return InterruptGuard::requested(); });
-  finish(o, mode, space, objective, *optimizer, outcome, machine, context);
+  finish(o, mode, space, objective, *optimizer, outcome, machine, context, extra);
 }
 
 }  // namespace

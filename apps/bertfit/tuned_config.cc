@@ -103,7 +103,16 @@ TunedArgs apply_tuned_config(const CLI::App& app, char** argv) {
   if (file.empty()) return out;  // none, or no value: CLI11 says so
   const std::string prefix = "--config " + file + ": ";
 
-  const tune::Machine machine = tune::Machine::detect();
+  // The second start (the variables set) says nothing the first said, and hands no marker on.
+  // The marker holds the cores the first start had: OMP_PROC_BIND binds this process's initial
+  // thread to one place when libgomp loads, so the second start sees fewer.
+  const char* marker = std::getenv(kMarker);
+  const bool first_start = marker == nullptr;
+  tune::Machine machine = tune::Machine::detect();
+  if (!first_start) {
+    machine.cores = std::max(machine.cores, std::atoi(marker));
+    ::unsetenv(kMarker);
+  }
   tune::Machine reading = machine;
   reading.sanitized = false;  // a preloaded allocator is left out below, with a note
   tune::TunedFile f;
@@ -112,9 +121,6 @@ TunedArgs apply_tuned_config(const CLI::App& app, char** argv) {
   } catch (const Error& e) {
     throw JobError(e.what());  // every rank reads the same file: reported once
   }
-  // The second start (the variables set) says nothing the first said, and hands no marker on.
-  const bool first_start = std::getenv(kMarker) == nullptr;
-  if (!first_start) ::unsetenv(kMarker);
   if (first_start) warn_if_another_machine(prefix, f, machine);
 
   tune::Setting setting = f.settings;
@@ -128,7 +134,7 @@ TunedArgs apply_tuned_config(const CLI::App& app, char** argv) {
   }
   const tune::Launch launch = tune::launch_of(setting, f.context);
   if (first_start && set_environment(prefix, launch)) {
-    ::setenv(kMarker, "1", 1);
+    ::setenv(kMarker, std::to_string(machine.cores).c_str(), 1);
     std::fflush(stderr);
     ::execv("/proc/self/exe", argv);
     throw JobError(cat(prefix, "cannot start bertfit again with the file's environment (",

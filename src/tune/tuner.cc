@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -111,8 +112,9 @@ const TrialRun& Tuner::measure(const Setting& searched, const std::string& role,
   if (run.result.status == TrialResult::Status::kOk) {
     for (const Summary& s : ranking(1)) {
       if (s.key == run.key && s.values.size() > 1) {
-        remark = "mean " + std::to_string(s.mean()).substr(0, 8) + " over " +
-                 std::to_string(s.values.size());
+        char text[64];
+        std::snprintf(text, sizeof(text), "mean %.4g over %zu", s.mean(), s.values.size());
+        remark = text;
       }
     }
   }
@@ -120,19 +122,40 @@ const TrialRun& Tuner::measure(const Setting& searched, const std::string& role,
   return runs_.back();
 }
 
-std::optional<Summary> Tuner::answer() const {
+bool Tuner::measured(const Setting& searched) const {
+  const std::string key = describe(space_.complete(searched));
+  for (const TrialRun& r : runs_) {
+    if (r.key == key) return true;
+  }
+  return false;
+}
+
+std::optional<Summary> Tuner::answer(bool cut_short) const {
+  // The candidates: the settings measured at least twice, and the defaults however often (a
+  // setting that never beat them is no answer). Without re-measuring, every setting. A search
+  // cut short (Ctrl-C, the budget) before its best was re-measured answers that best run.
+  const std::string defaults_key = describe(space_.defaults());
   const int min_runs = options_.remeasure ? 2 : 1;
-  std::vector<Summary> ranked = ranking(min_runs);
-  if (ranked.empty()) ranked = ranking(1);  // stopped before anything was re-measured
+  const std::vector<Summary> ranked = ranking(1);
   if (ranked.empty()) return std::nullopt;
+  for (const Summary& s : ranked) {
+    if (static_cast<int>(s.values.size()) >= min_runs) return s;
+    if (s.key == defaults_key) return cut_short ? ranked.front() : s;
+  }
   return ranked.front();
 }
 
 Outcome Tuner::run(const std::function<bool()>& stop) {
   Outcome outcome;
   const Timer clock;
-  const int confirm_runs = options_.remeasure ? 3 : 0;
-  const int search_end = std::max(1, options_.trials - confirm_runs);
+  // Runs kept for the confirmation: the defaults and up to two other settings measured.
+  const std::string defaults_key = describe(space_.defaults());
+  auto search_end = [&] {
+    if (!options_.remeasure) return options_.trials;
+    int others = 0;
+    for (const Summary& s : ranking(1)) others += s.key != defaults_key;
+    return std::max(1, options_.trials - 1 - std::min(2, others));
+  };
   std::vector<double> walls;
   auto out_of_time = [&] {
     if (options_.budget_s <= 0 || walls.empty()) return false;
@@ -141,7 +164,7 @@ Outcome Tuner::run(const std::function<bool()>& stop) {
     return clock.seconds() + sorted[sorted.size() / 2] > options_.budget_s;
   };
   std::optional<Setting> remeasure;
-  while (static_cast<int>(runs_.size()) < search_end) {
+  while (static_cast<int>(runs_.size()) < search_end()) {
     if (stop()) break;
     if (out_of_time()) {
       outcome.budget_hit = true;
@@ -158,6 +181,9 @@ Outcome Tuner::run(const std::function<bool()>& stop) {
       remeasure.reset();
     } else if (std::optional<Setting> next = optimizer_.ask()) {
       s = *next;
+      // Without re-measuring (the grid), a setting measured already (the defaults) is not run
+      // twice: the grid's runs are its combinations.
+      if (!options_.remeasure && measured(s)) continue;
     } else {
       outcome.exhausted = true;
       break;
@@ -179,7 +205,6 @@ Outcome Tuner::run(const std::function<bool()>& stop) {
     // Confirmation: the two best settings (by mean; a new best the search had no room to
     // re-measure among them) and the defaults, alternated.
     const std::vector<Summary> ranked = ranking(1);
-    const std::string defaults_key = describe(space_.defaults());
     std::vector<Setting> finalists;
     for (const Summary& s : ranked) {
       if (s.key != defaults_key && finalists.size() < 2) finalists.push_back(s.setting);
@@ -197,7 +222,7 @@ Outcome Tuner::run(const std::function<bool()>& stop) {
     outcome.interrupted = stop();
   }
   outcome.runs = runs_;
-  outcome.best = answer();
+  outcome.best = answer(outcome.interrupted || outcome.budget_hit);
   for (const Summary& s : ranking(1)) {
     if (s.key == describe(space_.defaults())) outcome.defaults = s;
   }

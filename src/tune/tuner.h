@@ -87,7 +87,8 @@ class Tuner {
   bool better(double a, double b) const { return objective_.minimize ? a < b : a > b; }
   const TrialRun& measure(const Setting& searched, const std::string& role,
                           const std::function<bool()>& stop);
-  std::optional<Summary> answer() const;
+  std::optional<Summary> answer(bool cut_short) const;
+  bool measured(const Setting& searched) const;
 
   Space space_;
   Objective objective_;

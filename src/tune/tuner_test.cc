@@ -114,6 +114,19 @@ TEST(Tuner, FailuresAreRecordedAndToldAndAllFailingGivesNoAnswer) {
   for (const auto& [wait, value] : opt.told) EXPECT_FALSE(value.has_value()) << wait;
 }
 
+TEST(Tuner, ASettingWorseThanTheDefaultsIsNoAnswerHoweverOftenMeasured) {
+  // Three runs: the defaults once (100), then active twice (a 90 and a 70): the defaults stay.
+  const Space space = wait_space();
+  ScriptedRunner runner({{"default", {100}}, {"passive", {90, 70}}, {"active", {90, 70}}});
+  RecordingOptimizer opt(space);
+  Tuner tuner(space, {"throughput", "samples/s", false}, opt, runner,
+              {.trials = 3, .budget_s = 0, .remeasure = true, .trials_path = ""}, nullptr);
+  const Outcome o = tuner.run([] { return false; });
+  ASSERT_EQ(o.runs.size(), 3u);
+  EXPECT_EQ(o.runs[2].role, "confirm");
+  EXPECT_EQ(o.best->key, o.defaults->key);
+}
+
 TEST(Tuner, MaximisingPicksTheHighestMean) {
   const Space space = wait_space();
   ScriptedRunner runner({{"default", {100}}, {"passive", {90}}, {"active", {120, 118}}});
@@ -148,8 +161,9 @@ TEST(Tuner, TheGridRunsEveryCombinationOnceWithoutReMeasuring) {
   Tuner tuner(space, {"latency-p50", "ms", true}, opt, runner,
               {.trials = 4, .budget_s = 0, .remeasure = false, .trials_path = ""}, nullptr);
   const Outcome o = tuner.run([] { return false; });
-  EXPECT_EQ(roles(o), (std::vector<std::string>{"default:defaults", "passive:search",
-                                                "default:search", "active:search"}));
+  EXPECT_EQ(roles(o),
+            (std::vector<std::string>{"default:defaults", "passive:search", "active:search"}));
+  EXPECT_TRUE(o.exhausted);
   EXPECT_EQ(o.best->setting.at("wait"), "passive");
 }
 

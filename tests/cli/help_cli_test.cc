@@ -43,7 +43,7 @@ TEST(HelpCli, HelpListsTheCommandsInTheirOrder) {
   ASSERT_EQ(r.exit_code, 0);
   std::size_t at = 0;
   for (const char* cmd : {"train", "eval", "predict", "embed", "serve", "tokenize", "init",
-                          "download", "convert", "inspect", "forward", "bench"}) {
+                          "download", "convert", "inspect", "forward", "bench", "tune"}) {
     const std::size_t pos = r.out.find(std::string("\n  ") + cmd + " ", at);
     ASSERT_NE(pos, std::string::npos) << cmd << " missing or out of order:\n" << r.out;
     at = pos + 1;
@@ -54,7 +54,7 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
   CLI::App app;
   cli::build_app(app);
   const std::vector<CLI::App*> commands = all_commands(app);
-  ASSERT_EQ(commands.size(), 13u);
+  ASSERT_EQ(commands.size(), 14u);
   for (const CLI::App* cmd : commands) {
     const std::string name = cmd->get_name();
     RunResult r = run_bertfit(name + " --help");
@@ -85,14 +85,35 @@ TEST(HelpCli, EveryCommandListsEveryFlagWithItsDefaultOnce) {
 // the largest BERT input; elsewhere the compute group's 128), --num-labels (init: a fresh
 // model's labels; train: the head's outputs, 0 deciding from the data).
 const std::set<std::pair<std::string, std::string>> kOwnFlags = {
-    {"train", "--output"},    {"init", "--output"},  {"predict", "--output"},
-    {"convert", "--output"},  {"embed", "--output"}, {"train", "--seed"},
-    {"init", "--seed"},       {"forward", "--seed"}, {"predict", "--input"},
-    {"tokenize", "--input"},  {"init", "--vocab"},   {"tokenize", "--vocab"},
-    {"init", "--arch"},       {"bench", "--arch"},   {"tokenize", "--max-seq-len"},
-    {"init", "--num-labels"}, {"init", "--labels"},  {"init", "--task"},
+    {"train", "--output"},
+    {"init", "--output"},
+    {"predict", "--output"},
+    {"convert", "--output"},
+    {"embed", "--output"},
+    {"train", "--seed"},
+    {"init", "--seed"},
+    {"forward", "--seed"},
+    {"predict", "--input"},
+    {"tokenize", "--input"},
+    {"init", "--vocab"},
+    {"tokenize", "--vocab"},
+    {"init", "--arch"},
+    {"bench", "--arch"},
+    {"tokenize", "--max-seq-len"},
+    {"init", "--num-labels"},
+    {"init", "--labels"},
+    {"init", "--task"},
     {"train", "--pooling"},  // training's pooling of a new embedder (default auto: mean)
-    {"init", "--config"}};   // a model's config.json; elsewhere a tuned.json (flags/groups.h)
+    {"init", "--config"},    // a model's config.json; elsewhere a tuned.json (flags/groups.h)
+    // tune: what it tunes, its own objective and output folder, the length of its inputs and
+    // serve's request texts, the sampler's seed.
+    {"tune", "mode"},
+    {"tune", "--objective"},
+    {"tune", "--overwrite-output-dir"},
+    {"tune", "--seq-len"},
+    {"tune", "--input"},
+    {"tune", "--output"},
+    {"tune", "--seed"}};
 
 // Flags declared once whose help has a variant for training (flags/groups.h, ComputeUse): the
 // words train accepts and what they mean there differ from inference's.
