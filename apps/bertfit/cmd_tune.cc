@@ -38,7 +38,9 @@ struct TuneOptions {
   double budget_s = 0, measure_s = 3, warmup_s = 1, trial_timeout = 300;
   Sampler sampler = Sampler::kTpe;
   std::vector<std::string> fixes;
-  std::string input;  // serve: a text file, one request's text per line
+  std::string input;                 // serve: a text file, one request's text per line
+  std::vector<std::string> compare;  // tuned files to measure in turn instead of searching
+  int rounds = 3;
   bool show_space = false, overwrite = false;
 };
 
@@ -265,6 +267,60 @@ void finish(const TuneOptions& o, TuneMode mode, const tune::Space& space,
   }
 }
 
+// --compare: the settings of tuned files measured in turn, --rounds times (so that a shared
+// machine's drift hits them alike); each file's runs and mean.
+void compare(const TuneOptions& o, TuneMode mode, const tune::Objective& objective,
+             const tune::Machine& machine, tune::TrialRunner& runner, const std::string& work) {
+  if (o.rounds < 1) throw_error("--rounds ", o.rounds, ": give at least 1");
+  std::vector<tune::Setting> settings;
+  for (const std::string& path : o.compare) {
+    const tune::TunedFile f = tune::read_tuned_file(path, machine, "--compare");
+    if (f.command != tune::mode_name(mode)) {
+      throw_error("--compare ", path, ": tuned for ", f.command, ", not ", tune::mode_name(mode));
+    }
+    settings.push_back(f.settings);
+  }
+  std::filesystem::create_directories(work);
+  std::vector<std::vector<double>> values(settings.size());
+  std::vector<int> failed(settings.size(), 0);
+  const InterruptGuard interrupts;
+  const auto stop = [] { return InterruptGuard::requested(); };
+  for (int round = 0; round < o.rounds && !stop(); ++round) {
+    for (std::size_t i = 0; i < settings.size() && !stop(); ++i) {
+      const tune::TrialResult r = runner.run(settings[i], stop);
+      if (r.status == tune::TrialResult::Status::kOk) {
+        values[i].push_back(r.value);
+        std::fprintf(stderr, "round %d  %s  %.4g %s\n", round + 1, o.compare[i].c_str(), r.value,
+                     objective.unit.c_str());
+      } else if (r.status != tune::TrialResult::Status::kInterrupted) {
+        ++failed[i];
+        std::fprintf(stderr, "round %d  %s  %s: %s\n", round + 1, o.compare[i].c_str(),
+                     tune::status_name(r.status), r.note.c_str());
+      }
+    }
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    tune::Summary s;
+    s.values = values[i];
+    nlohmann::json row{{"file", o.compare[i]},
+                       {"setting", settings[i]},
+                       {"values", values[i]},
+                       {"failed", failed[i]}};
+    if (!values[i].empty()) row["mean"] = s.mean();
+    rows.push_back(row);
+  }
+  std::printf(
+      "%s\n",
+      nlohmann::json{{"objective", objective.name}, {"unit", objective.unit}, {"compare", rows}}
+          .dump()
+          .c_str());
+  if (stop()) {
+    throw Error("stopped during --compare; the rounds so far are printed",
+                128 + (InterruptGuard::signal() != 0 ? InterruptGuard::signal() : SIGINT));
+  }
+}
+
 void run(TuneOptions o, const std::vector<std::string>& passed) {
   const TuneMode mode = *o.mode;
   if (mode != TuneMode::kTrain && !passed.empty()) {
@@ -325,6 +381,14 @@ void run(TuneOptions o, const std::vector<std::string>& passed) {
       config.target = "/embed";  // a sentence embedder
     }
   }
+  std::unique_ptr<tune::TrialRunner> runner =
+      mode == TuneMode::kServe   ? tune::make_serve_runner(config)
+      : mode == TuneMode::kInfer ? tune::make_infer_runner(config)
+                                 : tune::make_train_runner(config);
+  if (!o.compare.empty()) {
+    compare(o, mode, objective, machine, *runner, config.work_dir);
+    return;
+  }
   prepare_output(o);
   std::unique_ptr<tune::Optimizer> optimizer;
   const unsigned seed = static_cast<unsigned>(o.seed);
@@ -335,10 +399,6 @@ void run(TuneOptions o, const std::vector<std::string>& passed) {
   } else {
     optimizer = tune::make_tpe_optimizer(space, objective.minimize, seed, 6);
   }
-  std::unique_ptr<tune::TrialRunner> runner =
-      mode == TuneMode::kServe   ? tune::make_serve_runner(config)
-      : mode == TuneMode::kInfer ? tune::make_infer_runner(config)
-                                 : tune::make_train_runner(config);
   const bool grid = o.sampler == Sampler::kGrid;
   const tune::Progress progress(space, objective);
   std::fprintf(stderr, "%s\n", progress.header(o.trials, optimizer->name()).c_str());
@@ -410,7 +470,12 @@ void add_tune_command(CLI::App& app) {
         &o->seq_len},
        {"--concurrency", "serve: connections of the closed-loop load (1)", &o->concurrency},
        {"--input", "serve: a text file, one request's text per line (instead of the generated one)",
-        &o->input}});
+        &o->input},
+       {"--compare",
+        "Instead of searching, measure the settings of these tuned.json files in turn, --rounds "
+        "times, and print each one's runs and mean",
+        &o->compare},
+       {"--rounds", "--compare: rounds of measuring every file once", &o->rounds}});
   cmd->get_option("mode")->required();
   cmd->allow_extras();
   cmd->callback([o, cmd] { run(*o, cmd->remaining()); });

@@ -96,6 +96,45 @@ TEST(TuneCli, InferWritesTheTrialsATunedFileAndASummary) {
   EXPECT_EQ(bj["batch_size"], 8);
 }
 
+TEST(TuneCli, CompareMeasuresTunedFilesInTurn) {
+  TempDir tmp;
+  init_tiny_model(tmp / "m");
+  const std::string out = tmp / "t";
+  const std::string fixes =
+      " --fix layout=1x2 --fix wait=default --fix bind=none"
+      " --fix allocator=glibc --fix precision=fp32,bf16";
+  ASSERT_EQ(run_bertfit("tune infer --model " + (tmp / "m") + kQuickInfer + fixes +
+                        " --sampler grid --output " + out)
+                .exit_code,
+            0);
+  // A second file: the same tuned.json with the other precision.
+  nlohmann::json other = nlohmann::json::parse(read_text(out + "/tuned.json"));
+  other["settings"]["precision"] = other["settings"]["precision"] == "fp32" ? "bf16" : "fp32";
+  write_text(tmp / "other.json", other.dump());
+  const RunResult r =
+      run_bertfit("tune infer --model " + (tmp / "m") + kQuickInfer + " --output " + out +
+                  " --rounds 2 --compare " + out + "/tuned.json " + (tmp / "other.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["compare"].size(), 2u);
+  for (const nlohmann::json& row : j["compare"]) {
+    ASSERT_EQ(row["values"].size(), 2u) << row.dump();
+    EXPECT_NEAR(row["mean"].get<double>(),
+                (row["values"][0].get<double>() + row["values"][1].get<double>()) / 2, 1e-6);
+  }
+  EXPECT_EQ(j["compare"][1]["setting"]["precision"], other["settings"]["precision"]);
+  EXPECT_NE(r.err.find("round 2  " + (tmp / "other.json")), std::string::npos) << r.err;
+  // A file of another mode, and a bad --rounds, are one line.
+  other["command"] = "serve";
+  write_text(tmp / "serve.json", other.dump());
+  for (const std::string& bad : {std::string(" --compare ") + (tmp / "serve.json"),
+                                 " --rounds 0 --compare " + out + "/tuned.json"}) {
+    const RunResult b = run_bertfit("tune infer --model " + (tmp / "m") + kQuickInfer + bad);
+    EXPECT_EQ(b.exit_code, 1) << bad;
+    EXPECT_EQ(count_lines(b.err), 1) << b.err;
+  }
+}
+
 TEST(TuneCli, ServeUnderTpeMeasuresLatency) {
   if (!have_optuna()) GTEST_SKIP() << "python3-optuna is not installed";
   TempDir tmp;
