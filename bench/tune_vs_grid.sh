@@ -29,10 +29,11 @@ min_combos=${MIN_COMBOS:-100}
 size=${SIZE:-base}
 bertfit=${BERTFIT:-$PWD/build/release/apps/bertfit/bertfit}
 [ -x "$bertfit" ] || bash scripts/build.sh release bertfit >/dev/null
-# The spaces: serve 2 threads x 3 wait x 2 bind x 3 allocators x 3 precisions = 108; infer
-# 3 layouts x 3 x 2 x 3 x 3 = 162 (on 2 cores; more cores, more combinations).
-fix_serve=${FIX_SERVE:---fix workers=auto --fix max_batch_tokens=1024 --fix max_batch_requests=0}
-fix_infer=${FIX_INFER:---fix batch_size=8}
+# The spaces: serve 2 threads x 3 wait policies (passive, libgomp's default, active: the spin
+# counts between them left out) x 2 bind x 3 allocators x 3 precisions = 108; infer 3 layouts
+# x 3 x 2 x 3 x 3 = 162 (on 2 cores; more cores, more combinations).
+fix_serve=${FIX_SERVE:---fix workers=auto --fix max_batch_tokens=1024 --fix max_batch_requests=0 --fix wait=passive,default,active}
+fix_infer=${FIX_INFER:---fix batch_size=8 --fix wait=passive,default,active}
 seq_infer=${SEQ_INFER:-128}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

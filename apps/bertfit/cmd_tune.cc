@@ -34,7 +34,7 @@ enum class Sampler { kTpe, kRandom, kGrid };
 struct TuneOptions {
   std::optional<TuneMode> mode;
   std::string model_dir, revision = "main", objective, output = "tuned";
-  int trials = 20, seed = 1, seq_len = 0, concurrency = 1;
+  int trials = 0, seed = 1, seq_len = 0, concurrency = 1;  // trials 0: 20, the grid's all
   double budget_s = 0, measure_s = 3, warmup_s = 1, trial_timeout = 300;
   Sampler sampler = Sampler::kTpe;
   std::vector<std::string> fixes;
@@ -327,7 +327,7 @@ void run(TuneOptions o, const std::vector<std::string>& passed) {
     throw_error("unknown flag ", passed.front(), " for tune ", tune::mode_name(mode),
                 " (only tune train passes flags on, to train)");
   }
-  if (o.trials < 1) throw_error("--trials ", o.trials, ": give at least 1");
+  if (o.trials < 0) throw_error("--trials ", o.trials, ": give at least 1");
   if (o.measure_s <= 0 || o.warmup_s < 0 || o.trial_timeout <= 0 || o.budget_s < 0) {
     throw_error(
         "--measure-s and --trial-timeout must be positive, --warmup-s and --budget-s "
@@ -364,6 +364,11 @@ void run(TuneOptions o, const std::vector<std::string>& passed) {
   if (o.show_space) {
     std::printf("%s\n", space_json(space).dump().c_str());
     return;
+  }
+  if (o.trials == 0) {
+    o.trials = o.sampler == Sampler::kGrid
+                   ? static_cast<int>(std::min<long>(space.combinations(), 1 << 20))
+                   : 20;
   }
   config.binary = tune::self_binary();
   config.extra = extra;
@@ -440,7 +445,9 @@ void add_tune_command(CLI::App& app) {
         "serve: latency-p50 (default), latency-p99 or throughput; infer: throughput (default, "
         "samples-per-s) or latency-p50; train: samples-per-s",
         &o->objective},
-       {"--trials", "Measured runs in all, re-measurements and the final confirmation included",
+       {"--trials",
+        "Measured runs in all, re-measurements and the final confirmation included; 0: 20, or "
+        "every combination for the grid",
         &o->trials},
        {"--budget-s",
         "Stop searching when the next trial would end past this many seconds; 0: no limit",

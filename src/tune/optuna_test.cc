@@ -32,7 +32,8 @@ Space serve_space() {
   m.tcmalloc = "/lib/tc.so";
   m.jemalloc = "/lib/je.so";
   return build_space(TuneMode::kServe, m, {.max_tokens = 512},
-                     {"workers=auto", "max_batch_tokens=1024", "max_batch_requests=0"});
+                     {"workers=auto", "max_batch_tokens=1024", "max_batch_requests=0",
+                      "wait=passive,default,active"});
 }
 
 // A latency: precision dominates, threads next, the rest a few percent, one interaction.

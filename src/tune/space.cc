@@ -127,12 +127,21 @@ void bucket_apply(const std::string& v, const Setting&, const SpaceContext&, Lau
   l.flags.insert(l.flags.end(), {"--bucket-mb", v});
 }
 
+// How long an idle OpenMP thread spins before it sleeps, in order: never (passive), 30k spins,
+// libgomp's default (300k with the policy unset), 30M, always (active). GOMP_SPINCOUNT acts only
+// while OMP_WAIT_POLICY is unset, so the two are one knob.
 std::vector<std::string> wait_domain(const Machine&, const SpaceContext&, TuneMode, std::string&) {
-  return {"passive", "default", "active"};
+  return {"passive", "spin-30k", "default", "spin-30m", "active"};
 }
 
 void wait_apply(const std::string& v, const Setting&, const SpaceContext&, Launch& l) {
-  if (v != "default") l.env.emplace_back("OMP_WAIT_POLICY", v);
+  if (v == "spin-30k") {
+    l.env.emplace_back("GOMP_SPINCOUNT", "30000");
+  } else if (v == "spin-30m") {
+    l.env.emplace_back("GOMP_SPINCOUNT", "30000000");
+  } else if (v != "default") {
+    l.env.emplace_back("OMP_WAIT_POLICY", v);
+  }
 }
 
 std::vector<std::string> bind_domain(const Machine& m, const SpaceContext&, TuneMode,
@@ -169,7 +178,7 @@ std::vector<std::string> allocator_domain(const Machine& m, const SpaceContext&,
 
 void allocator_apply(const std::string& v, const Setting&, const SpaceContext&, Launch& l) {
   if (v == "glibc") return;
-  const Machine m = Machine::detect();
+  static const Machine m = Machine::detect();  // the libraries' paths, looked up once
   const std::string& path = v == "tcmalloc" ? m.tcmalloc : m.jemalloc;
   if (path.empty()) {
     throw_error("allocator ", v, " is not installed (apt-get install ",

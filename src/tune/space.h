@@ -84,7 +84,8 @@ struct Space {
 Space build_space(TuneMode mode, const Machine& machine, const SpaceContext& context,
                   const std::vector<std::string>& fixes);
 
-// The process of a Setting (knobs in table order); the knobs' defaults add nothing.
+// The process of a Setting (knobs in table order). The environment knobs at their defaults
+// add nothing (the process starts as without tune); the flag knobs always add their flag.
 Launch launch_of(const Setting& s, const SpaceContext& context);
 
 // "threads=2 wait=active ..." (table order), and the shell words that run it:

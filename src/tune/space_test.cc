@@ -52,7 +52,7 @@ TEST(TuneSpace, TwoCoresDropSpreadAndCountTheCombinations) {
   EXPECT_EQ(names(infer), (std::vector<std::string>{"layout", "wait", "bind", "allocator",
                                                     "precision", "batch_size"}));
   EXPECT_EQ(infer.dim("layout")->values, (std::vector<std::string>{"1x1", "1x2", "2x1"}));
-  EXPECT_EQ(infer.combinations(), 3L * 3 * 2 * 3 * 3 * 4);
+  EXPECT_EQ(infer.combinations(), 3L * 5 * 2 * 3 * 3 * 4);
   EXPECT_TRUE(has_note(infer, "bind: spread"));
   EXPECT_EQ(infer.defaults().at("layout"), "1x2");
   EXPECT_EQ(infer.defaults().at("wait"), "default");
@@ -121,6 +121,11 @@ TEST(TuneSpace, ASettingBecomesFlagsAndEnvironment) {
   const Launch d = launch_of({{"wait", "default"}, {"bind", "none"}, {"allocator", "glibc"}}, {});
   EXPECT_TRUE(d.env.empty());
   EXPECT_TRUE(d.flags.empty());
+  // The spin counts act while the policy is unset: only GOMP_SPINCOUNT.
+  EXPECT_EQ(launch_of({{"wait", "spin-30k"}}, {}).env,
+            (std::vector<std::pair<std::string, std::string>>{{"GOMP_SPINCOUNT", "30000"}}));
+  EXPECT_EQ(launch_of({{"wait", "spin-30m"}}, {}).env,
+            (std::vector<std::pair<std::string, std::string>>{{"GOMP_SPINCOUNT", "30000000"}}));
 }
 
 TEST(TuneSpace, TrainKeepsTheGlobalBatch) {

@@ -2,8 +2,8 @@
 // the optimiser proposes settings; a setting whose one run beats the incumbent's mean is run
 // again at once, and only a setting measured at least twice can be the incumbent. The last three
 // runs confirm: the two best settings (by mean) and the defaults once more, alternated so that
-// drift of a shared machine hits them alike. The answer is the best *mean* over at least two runs, never
-// the luckiest single run. Every run counts toward --trials, and each is appended to
+// drift of a shared machine hits them alike. The answer is the best *mean* over at least two runs,
+// never the luckiest single run. Every run counts toward --trials, and each is appended to
 // trials.jsonl as it ends, so an interrupted tune keeps them.
 #pragma once
 

@@ -1,4 +1,5 @@
-// bench/embed_vs_ort.sh end to end on a tiny configuration (a 2-layer encoder of 128, one round,
+// bench/tune_vs_grid.sh on a tiny configuration (below), and bench/embed_vs_ort.sh end to end on
+// a tiny configuration (a 2-layer encoder of 128, one round,
 // two lengths, one second of HTTP load; enough rows that each `embed` run outlasts its one-row run
 // by a tenth of a second or more): it runs `bertfit embed`, `bench infer`,
 // `serve`'s /embed and the ONNX Runtime peer on the same model and prints its tables. Only that
@@ -27,10 +28,10 @@ struct ScriptRun {
   std::string out, err;
 };
 
-ScriptRun run_script(const std::string& env) {
+ScriptRun run_script(const std::string& env, const std::string& script = "embed_vs_ort.sh") {
   TempDir tmp;
   const std::string cmd = env + " BERTFIT=" + bertfit_binary() + " bash " + BERTFIT_SOURCE_DIR +
-                          "/bench/embed_vs_ort.sh </dev/null >" + (tmp / "out") + " 2>" +
+                          "/bench/" + script + " </dev/null >" + (tmp / "out") + " 2>" +
                           (tmp / "err");
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(tmp / "out"),
@@ -140,6 +141,61 @@ TEST(BenchScriptCli, EmbedVsOrtRunsEveryMeasurementOnATinyModel) {
     expect_figures(rows[0], 1, 5, true);
     expect_figures(rows[0], 5, 8, false);
     expect_figures(rows[0], 8, 9, true);
+  }
+}
+
+// bench/tune_vs_grid.sh on a tiny model, a 4-combination grid per scenario, 2 seeds of 3 trials,
+// one round: every table and row it promises, every figure a measured one. Which setting wins
+// is not asserted (the figures belong to docs/PERFORMANCE.md).
+TEST(BenchScriptCli, TuneVsGridRunsBothScenariosOnATinyModel) {
+  if (std::system("/usr/bin/python3 -c 'import optuna, sklearn' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "needs python3-optuna and python3-sklearn";
+  }
+  const std::string held =
+      " --fix bind=none --fix allocator=glibc --fix precision=fp32,bf16"
+      " --fix wait=passive,active";
+  const ScriptRun r = run_script(
+      "SIZE=tiny MIN_COMBOS=4 SEEDS=2 TRIALS=3 ROUNDS=1 MEASURE_S=0.2 SEQ_INFER=16"
+      " FIX_SERVE='--fix workers=auto --fix max_batch_tokens=1024 --fix max_batch_requests=0"
+      " --fix threads=2" +
+          held + "' FIX_INFER='--fix batch_size=8 --fix layout=1x2" + held + "'",
+      "tune_vs_grid.sh");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (const std::string mode : {"serve", "infer"}) {
+    EXPECT_NE(r.err.find(mode + ": grid of 4 combinations"), std::string::npos) << r.err;
+    const std::size_t at = r.out.find("### " + mode + ": ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string part = r.out.substr(at, r.out.find("### ", at + 4) - at);
+    for (const std::string row : {"grid grid-1", "grid grid-2", "grid grid-3"}) {
+      const auto rows = table_rows(part, row);
+      ASSERT_EQ(rows.size(), 1u) << row << "\n" << part;
+      ASSERT_EQ(rows[0].size(), 5u);
+      EXPECT_EQ(rows[0][1], "4");  // the grid's runs
+      expect_figures(rows[0], 2, 4, true);
+    }
+    const auto rows_of_seeds = table_rows(part, "tune seed ");
+    ASSERT_EQ(rows_of_seeds.size(), 2u) << part;
+    int passes = 0;
+    for (const auto& row : rows_of_seeds) {
+      ASSERT_EQ(row.size(), 5u);
+      EXPECT_EQ(row[1], "3");
+      expect_figures(row, 2, 4, true);
+      EXPECT_TRUE(row[4] == "yes" || row[4] == "no") << row[4];
+      passes += row[4] == "yes";
+    }
+    EXPECT_NE(part.find(mode + ": tune within 5% of the grid's best in " + std::to_string(passes) +
+                        " of 2 seeds"),
+              std::string::npos)
+        << part;
+    for (const std::string knob : {"wait", "precision"}) {
+      const auto rows = table_rows(part, knob + " ");
+      ASSERT_EQ(rows.size(), 1u) << knob << "\n" << part;
+      expect_figures(rows[0], 1, 3, false);
+    }
+    const auto all = table_rows(part, "all ");
+    ASSERT_EQ(all.size(), 1u) << part;
+    EXPECT_EQ(all[0][1], "4");
+    expect_figures(all[0], 2, 6, true);
   }
 }
 
