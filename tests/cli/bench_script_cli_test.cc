@@ -169,7 +169,7 @@ TEST(BenchScriptCli, TuneVsGridRunsBothScenariosOnATinyModel) {
     for (const std::string row : {"grid grid-1", "grid grid-2", "grid grid-3"}) {
       const auto rows = table_rows(part, row);
       ASSERT_EQ(rows.size(), 1u) << row << "\n" << part;
-      ASSERT_EQ(rows[0].size(), 5u);
+      ASSERT_EQ(rows[0].size(), 6u);
       EXPECT_EQ(rows[0][1], "4");  // the grid's runs
       expect_figures(rows[0], 2, 4, true);
     }
@@ -177,8 +177,9 @@ TEST(BenchScriptCli, TuneVsGridRunsBothScenariosOnATinyModel) {
     ASSERT_EQ(rows_of_seeds.size(), 2u) << part;
     int passes = 0;
     for (const auto& row : rows_of_seeds) {
-      ASSERT_EQ(row.size(), 5u);
+      ASSERT_EQ(row.size(), 6u);
       EXPECT_EQ(row[1], "3");
+      EXPECT_TRUE(row[5].ends_with("x")) << row[5];
       expect_figures(row, 2, 4, true);
       EXPECT_TRUE(row[4] == "yes" || row[4] == "no") << row[4];
       passes += row[4] == "yes";
