@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -143,12 +145,16 @@ std::string Child::err() const { return read_or_empty(stderr_path_); }
 std::string last_line(const std::string& text) {
   std::size_t end = text.size();
   while (end > 0) {
-    while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ' || text[end - 1] == '\r')) {
-      --end;
-    }
-    const std::size_t start = text.rfind('\n', end == 0 ? 0 : end - 1);
+    const std::size_t start = text.rfind('\n', end - 1);
     const std::size_t from = start == std::string::npos ? 0 : start + 1;
-    if (end > from) return text.substr(from, end - from);
+    std::string line = text.substr(from, end - from);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\n')) {
+      line.pop_back();
+    }
+    // A line with something to say: mpirun's boxes end in a rule of dashes.
+    if (std::any_of(line.begin(), line.end(), [](unsigned char c) { return std::isalnum(c); })) {
+      return line;
+    }
     if (start == std::string::npos) break;
     end = start;
   }

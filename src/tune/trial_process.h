@@ -54,7 +54,8 @@ class Child {
   std::string stdout_path_, stderr_path_;
 };
 
-// The last non-empty line of a text, trimmed ("" if none): a failed trial's reason.
+// The last line of a text with a letter or digit in it, trimmed ("" if none): a failed
+// trial's reason (mpirun's messages end in a rule of dashes).
 std::string last_line(const std::string& text);
 
 }  // namespace bertfit::tune

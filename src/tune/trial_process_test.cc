@@ -74,6 +74,9 @@ TEST(TrialProcess, AStopRequestEndsTheWaitAndAFailureKeepsItsLastLine) {
   EXPECT_EQ(last_line(failing.err()), "bertfit: error: --model x: no such folder");
   EXPECT_EQ(last_line(""), "");
   EXPECT_EQ(last_line("one"), "one");
+  EXPECT_EQ(last_line("---\nmpirun detected a failure\n---------\n\n"),
+            "mpirun detected a failure");
+  EXPECT_EQ(last_line("-----\n"), "");
 }
 
 TEST(TrialProcess, AProgramThatCannotStartSaysSo) {
