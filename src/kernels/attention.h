@@ -18,6 +18,10 @@ struct AttentionShape {
   // skip_padding_queries. A classifier reading only the first token ([CLS]) of the last layer
   // needs that layer's attention for query row 0 alone.
   int max_queries = 0;
+  // Padding queries (mask 0) attend to nothing: their probability rows are 0, so their output
+  // rows are 0 (DeBERTa's XSoftmax masks queries and keys). The disentangled kernel
+  // (attention_relative.h) honours it; the plain one requires it false.
+  bool query_mask = false;
 };
 
 // qkv: (B,T,3C) rows laid out [q(C) | k(C) | v(C)], head h at channels [h·D, (h+1)·D).

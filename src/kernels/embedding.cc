@@ -17,11 +17,17 @@ void embedding_forward(float* out, const std::int32_t* ids, const std::int32_t* 
   CHECK(type == nullptr || types != nullptr, "a token-type table needs token types");
   parallel_for(N, detail::rows_grain(C), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
-      CHECK(ids[r] >= 0 && positions[r] >= 0, "row ", r, ": id ", ids[r], ", position ",
-            positions[r]);
+      CHECK(ids[r] >= 0 && (pos == nullptr || positions[r] >= 0), "row ", r, ": id ", ids[r],
+            ", position ", pos == nullptr ? 0 : positions[r]);
       const float* w = word + static_cast<std::int64_t>(ids[r]) * C;
-      const float* p = pos + static_cast<std::int64_t>(positions[r]) * C;
       float* o = out + r * C;
+      if (pos == nullptr) {
+        // DeBERTa-v3 (no absolute positions): inputs_embeds (+ token types when it has them).
+        const float* t = type != nullptr ? type + static_cast<std::int64_t>(types[r]) * C : nullptr;
+        for (int c = 0; c < C; ++c) o[c] = t != nullptr ? w[c] + t[c] : w[c];
+        continue;
+      }
+      const float* p = pos + static_cast<std::int64_t>(positions[r]) * C;
       if (type != nullptr) {
         CHECK(types[r] >= 0, "row ", r, ": token type ", types[r]);
         const float* t = type + static_cast<std::int64_t>(types[r]) * C;
@@ -47,8 +53,10 @@ void embedding_backward(float* dword, float* dpos, float* dtype, const float* do
         float* dw = dword + static_cast<std::int64_t>(ids[r]) * C;
         for (int c = c0; c < c1; ++c) dw[c] += g[c];
       }
-      float* dp = dpos + static_cast<std::int64_t>(positions[r]) * C;
-      for (int c = c0; c < c1; ++c) dp[c] += g[c];
+      if (dpos != nullptr) {
+        float* dp = dpos + static_cast<std::int64_t>(positions[r]) * C;
+        for (int c = c0; c < c1; ++c) dp[c] += g[c];
+      }
       if (dtype != nullptr) {
         float* dt = dtype + static_cast<std::int64_t>(types[r]) * C;
         for (int c = c0; c < c1; ++c) dt[c] += g[c];

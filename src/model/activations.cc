@@ -9,6 +9,7 @@
 #include "model/embeddings.h"
 #include "model/family.h"
 #include "model/head.h"
+#include "model/relative_positions.h"
 
 namespace bertfit {
 
@@ -22,6 +23,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
+  if (RelativePositions::used(c)) RelativePositions::resize(c, *this, for_training);
   // Attention reads a bf16 qkv in bf16, and in int8 where the CPU has native bf16 products
   // (int8's qkv product rounds its output into it); int8's fp32 output then goes to ff1's
   // buffer, which nothing reads before ff1's own product.

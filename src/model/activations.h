@@ -92,8 +92,20 @@ struct Activations {
   AlignedBuffer<float> emb_normed;          // (N,E) after LayerNorm and dropout, when projected
   AlignedBuffer<std::uint16_t> emb_normed_bf16;  // (N,E) bf16: the projection's input
   AlignedBuffer<float> d_emb_normed, d_emb_sum;  // (N,E) backward, when projected
-  AlignedBuffer<float> x0;                 // (N,C) the embeddings' output (the first layer's input)
-  std::vector<LayerActivations> layers;    // (L)
+  AlignedBuffer<float> x0;               // (N,C) the embeddings' output (the first layer's input)
+  std::vector<LayerActivations> layers;  // (L)
+  // Relative positions (model/relative_positions.h), P rows: the normalized table, each layer's
+  // projections [pq | pk] (one buffer per layer when training, else one for all), the dropped
+  // table per layer (training), the gradients, and the rows of each distance for this T.
+  AlignedBuffer<float> rel, rel_mean, rel_rstd;          // (P,C), (P), (P)
+  std::vector<AlignedBuffer<float>> rel_pos;             // (P,2C) each
+  std::vector<AlignedBuffer<float>> rel_drop;            // (P,C) each
+  AlignedBuffer<float> d_rel, d_rel_in, d_rel_pos;       // (P,C), (P,C), (P,2C)
+  std::vector<std::int32_t> rel_c2p_rows, rel_p2c_rows;  // (2T-1)
+  float* rel_pos_of(int l) {
+    return rel_pos[rel_pos.size() > static_cast<std::size_t>(l) ? l : 0].data();
+  }
+  float* rel_drop_of(int l) { return rel_drop[l].data(); }
   std::vector<std::int64_t> cls_rows;      // (B) row of each sequence's first token
   std::vector<std::int32_t> row_sequence;  // (N) each row's sequence; -1 for a padding row
   // The last forward kept what backward needs (ModelInput::for_backward or dropout training).

@@ -11,6 +11,7 @@
 #include "model/family.h"
 #include "model/head.h"
 #include "model/layer.h"
+#include "model/relative_positions.h"
 
 namespace bertfit {
 namespace {
@@ -20,6 +21,7 @@ LayerRun layer_run(const ModelConfig& c, const ModelInput& in, const DropoutStat
                    const Activations& a) {
   LayerRun run;
   run.shape = AttentionShape{in.B, in.T, c.hidden, c.heads, /*skip_padding_queries=*/a.packed};
+  run.shape.query_mask = c.family->masks_padding_rows;
   run.mask = in.attention_mask;
   run.dropout = &drop;
   run.p_hidden = drop.train ? static_cast<float>(c.hidden_dropout) : 0.0f;
@@ -50,6 +52,7 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
   a.cls_only = !in.full_last_layer && head.first_tokens_only();
   const LayerRun run = layer_run(c, in, drop, a);
   Embeddings(w).forward(run, a);
+  if (RelativePositions::used(c)) RelativePositions(w).forward(a);
   for (int l = 0; l < c.layers; ++l) EncoderLayer(w, l).forward(run, a);
   head.forward(w, drop, a);
 }
@@ -86,6 +89,7 @@ void BertModel::backward(const ModelWeights& w, float* grads, const ModelInput& 
     EncoderLayer(w, l).backward(run, grads, a, ready);
     std::swap(a.d_out, a.d_in);
   }
+  if (RelativePositions::used(c)) RelativePositions(w).backward(grads, a, ready);
   Embeddings(w).backward(run, grads, a, ready);
   CHECK(ready.all_done(), "backward finished fewer gradient groups than the layout declares");
 }

@@ -72,6 +72,14 @@ Activation parse_activation(const std::string& name, const char* key, const std:
               "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
 }
 
+}  // namespace
+
+Activation ConfigReader::activation_or(const char* key, Activation fallback) const {
+  return has(key) ? parse_activation(string_or(key, ""), key, source_) : fallback;
+}
+
+namespace {
+
 std::vector<std::string> generic_labels(int n) {
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) names.push_back("LABEL_" + std::to_string(i));
@@ -204,6 +212,10 @@ ModelConfig ModelConfig::defaults(const ModelFamily& family) {
 }
 
 const char* ModelConfig::model_type() const { return family->model_type; }
+
+bool ModelConfig::token_types() const {
+  return family->embeddings.token_type != nullptr && type_vocab_size > 0;
+}
 
 int ModelConfig::max_tokens() const {
   return family->position_ids == PositionIds::kAfterPadding ? max_positions - pad_token_id - 1

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,27 @@ enum class Activation { kGelu, kGeluNew, kRelu };
 enum class ProblemType { kRegression, kSingleLabel, kMultiLabel };
 
 const char* activation_name(Activation a);  // "gelu" / "gelu_new" / "relu"
+
+// DeBERTa's relative attention (transformers' DebertaV2Config keys; model/relative_positions.h):
+// scores against relative-position embeddings shared by every layer, distance i - j bucketed.
+struct RelativeAttentionConfig {
+  bool enabled = false;     // relative_attention
+  int buckets = -1;         // position_buckets (<= 0: distances not bucketed)
+  int max_relative = -1;    // max_relative_positions (< 1: max_position_embeddings)
+  bool c2p = false;         // pos_att_type has "c2p" (content to position)
+  bool p2c = false;         // pos_att_type has "p2c" (position to content)
+  bool layer_norm = false;  // norm_rel_ebd has "layer_norm": the embeddings normalized first
+  // att_span: relative embeddings have 2·span rows; distances are clamped to [-span, span).
+  int span(int max_positions) const {
+    if (buckets > 0) return buckets;
+    return max_relative < 1 ? max_positions : max_relative;
+  }
+  // The largest distance the buckets are spread over (max_relative_positions, resolved).
+  int max_distance(int max_positions) const {
+    return max_relative < 1 ? max_positions : max_relative;
+  }
+  bool operator==(const RelativeAttentionConfig&) const = default;
+};
 
 // The family a default-constructed config belongs to (DistilBERT).
 const ModelFamily& default_family();
@@ -48,6 +70,16 @@ struct ModelConfig {
                                               // "multi_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
+  // Learned absolute position embeddings added at the embeddings (DeBERTa's
+  // position_biased_input; false in DeBERTa-v3, whose positions are relative only).
+  bool absolute_positions = true;
+  RelativeAttentionConfig relative;  // off but in DeBERTa
+  // The sequence classifier's dense layer when the config sizes and activates it (DeBERTa's
+  // ContextPooler: pooler_hidden_size, pooler_hidden_act, pooler_dropout on the first token);
+  // otherwise the family's (model/family.h, ClassifierHeadSpec) on `hidden` channels.
+  int pooler_hidden = 0;                        // 0: hidden
+  std::optional<Activation> pooler_activation;  // none: the family's
+  double pooler_dropout = -1;                   // < 0: classifier_dropout
   // The model's head (model/head.h): token classification when config.json's architectures
   // names the family's *ForTokenClassification, else sequence classification. Saved configs name
   // its class (ModelFamily::class_for).
@@ -67,6 +99,9 @@ struct ModelConfig {
   bool normalize = false;
 
   int head_dim() const { return hidden / heads; }
+  int pooler_dim() const { return pooler_hidden > 0 ? pooler_hidden : hidden; }
+  // Token-type embeddings: the family names them and the config has types (type_vocab_size).
+  bool token_types() const;
   int embedding_dim() const { return embedding > 0 ? embedding : hidden; }
   // The longest sequence the position embeddings hold: max_positions, less the rows before the
   // first real position in families that count positions after the padding id (RoBERTa: 514

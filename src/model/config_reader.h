@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/config.h"
+
 namespace bertfit {
 
 class ConfigReader {
@@ -13,6 +15,7 @@ class ConfigReader {
   ConfigReader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
 
   const std::string& source() const { return source_; }
+  const nlohmann::json& json() const { return j_; }
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
   int integer(const char* key, int min) const;
   int integer_or(const char* key, int fallback, int min) const;
@@ -21,6 +24,8 @@ class ConfigReader {
   double non_negative_or(const char* key, double fallback, bool strictly_positive) const;
   std::string string_or(const char* key, const std::string& fallback) const;
   bool bool_or(const char* key, bool fallback) const;
+  // hidden_act's names (gelu, gelu_new, gelu_pytorch_tanh, relu).
+  Activation activation_or(const char* key, Activation fallback) const;
 
  private:
   const nlohmann::json& j_;

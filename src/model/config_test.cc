@@ -33,6 +33,44 @@ json golden_json(const std::string& model) {
   return json::parse(read_file(kShared + "/golden/" + model + "/model/config.json"));
 }
 
+TEST(Config, GoldenDebertaV3) {
+  ModelConfig c = load_model_config(kShared + "/golden/deberta-v3-tiny/model/config.json");
+  EXPECT_EQ(c.family, &model_family("deberta-v2"));
+  EXPECT_TRUE(c.relative.enabled);
+  EXPECT_EQ(c.relative.buckets, 256);
+  EXPECT_EQ(c.relative.span(c.max_positions), 256);
+  EXPECT_TRUE(c.relative.c2p && c.relative.p2c && c.relative.layer_norm);
+  EXPECT_FALSE(c.absolute_positions);
+  EXPECT_FALSE(c.token_types());
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-7);
+  EXPECT_EQ(c.pooler_dim(), 32);
+  // Written back and read again: the same config.
+  EXPECT_EQ(parse_model_config(model_config_to_json(c), "again"), c);
+  // DebertaV2Config's string form of pos_att_type, and one type alone.
+  json j = golden_json("deberta-v3-tiny");
+  j["pos_att_type"] = "p2c|c2p";
+  EXPECT_EQ(parse_model_config(j.dump(), "s").relative, c.relative);
+  j["pos_att_type"] = "C2P";
+  const ModelConfig one = parse_model_config(j.dump(), "s");
+  EXPECT_TRUE(one.relative.c2p);
+  EXPECT_FALSE(one.relative.p2c);
+}
+
+TEST(Config, DebertaRefusesWhatItDoesNotRun) {
+  const json d = golden_json("deberta-v3-tiny");
+  auto with = [&](const char* key, const json& v) {
+    json j = d;
+    j[key] = v;
+    return j;
+  };
+  expect_config_error(with("share_att_key", false), "share_att_key", "not supported");
+  expect_config_error(with("pos_att_type", json::array({"p2p"})), "pos_att_type", "p2p");
+  expect_config_error(with("pos_att_type", json::array()), "pos_att_type", "c2p");
+  expect_config_error(with("conv_kernel_size", 3), "conv_kernel_size", "not supported");
+  expect_config_error(with("embedding_size", 16), "embedding_size", "not supported");
+  expect_config_error(with("relative_attention", false), "position_biased_input", "no positions");
+}
+
 TEST(Config, GoldenDistilBert) {
   ModelConfig c = load_model_config(kShared + "/golden/distilbert-tiny/model/config.json");
   EXPECT_EQ(c.family, &model_family("distilbert"));
@@ -111,7 +149,7 @@ TEST(Config, Rejections) {
     j.erase(key);
     return j;
   };
-  expect_config_error(with(d, "model_type", "deberta-v2"), "model_type", "unsupported");
+  expect_config_error(with(d, "model_type", "modernbert"), "model_type", "unsupported");
   expect_config_error(without(d, "dim"), "'dim'", "missing");
   expect_config_error(without(b, "num_hidden_layers"), "'num_hidden_layers'", "missing");
   expect_config_error(with(d, "activation", "silu"), "'activation'", "not supported");

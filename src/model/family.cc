@@ -14,18 +14,19 @@ const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
 const ModelFamily& camembert_family();
 const ModelFamily& electra_family();
+const ModelFamily& deberta_v2_family();
 
 namespace {
 
 // Families users bring that bertfit does not read yet: named in the error.
-constexpr const char* kPlanned = "deberta-v2, modernbert";
+constexpr const char* kPlanned = "modernbert";
 
 }  // namespace
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families = {
-      &distilbert_family(),  &bert_family(),      &roberta_family(),
-      &xlm_roberta_family(), &camembert_family(), &electra_family()};
+      &distilbert_family(), &bert_family(),    &roberta_family(),   &xlm_roberta_family(),
+      &camembert_family(),  &electra_family(), &deberta_v2_family()};
   return families;
 }
 

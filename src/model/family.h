@@ -59,6 +59,12 @@ struct LayerNames {
   const char* prefix;  // "bert.encoder.layer." (then the layer index and ".")
   const char *q, *k, *v, *o, *ln1, *ff1, *ff2, *ln2;
 };
+// Relative-position embeddings shared by every layer (model/relative_positions.h): module names,
+// or nullptr where the family has none.
+struct RelativeNames {
+  const char* embeddings;  // "deberta.encoder.rel_embeddings"
+  const char* layer_norm;  // "deberta.encoder.LayerNorm"
+};
 // The sequence-classification head (model/head.h): logits = out(Drop(act(dense(Drop?(h[:,0]))))).
 struct ClassifierHeadSpec {
   const char* dense;          // module name: "bert.pooler.dense", "pre_classifier"
@@ -87,9 +93,14 @@ struct ModelFamily {
   std::vector<std::string> config_keys;  // every key of the HF config class
   EmbeddingNames embeddings;
   LayerNames layer;
+  RelativeNames relative;  // {nullptr, nullptr}: no relative attention
   ClassifierHeadSpec head;
   TokenHeadSpec token_head;
   bool attention_output_dropout;  // dropout on the attention output projection (BertSelfOutput)
+  // Padding rows are masked as DeBERTa masks them: their embeddings are zeroed and their
+  // attention queries attend to nothing (XSoftmax on query and key). Only padding rows' states
+  // differ (which unpadded execution never computes); the others' families leave them be.
+  bool masks_padding_rows;
   PositionIds position_ids;
 
   // The HF defaults at the base size (layers, type_vocab_size, classifier_dropout, ...), over

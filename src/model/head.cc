@@ -2,12 +2,14 @@
 // config's head.
 #include "model/head.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/family.h"
+#include "model/layer.h"
 
 namespace bertfit {
 namespace {
@@ -17,8 +19,8 @@ class SequenceClassifierHead final : public Head {
   void declare(const ModelConfig& c, LayoutBuilder& b) const override {
     const ClassifierHeadSpec& h = c.family->head;
     b.group();
-    b.linear(h.dense, Role::kPreW, c.hidden, c.hidden, /*quantized=*/false);
-    b.linear(h.out, Role::kClsW, c.num_labels, c.hidden, /*quantized=*/false);
+    b.linear(h.dense, Role::kPreW, c.pooler_dim(), c.hidden, /*quantized=*/false);
+    b.linear(h.out, Role::kClsW, c.num_labels, c.pooler_dim(), /*quantized=*/false);
   }
 
   bool first_tokens_only() const override { return true; }
@@ -33,7 +35,8 @@ class SequenceClassifierHead final : public Head {
 
   void resize(const ModelConfig& c, Activations& a, std::int64_t batch, std::int64_t /*rows*/,
               bool training, bool bf16) const override {
-    const std::int64_t BC = batch * c.hidden, BK = batch * c.num_labels;
+    // x and its gradient are C wide, the dense output W (pooler_dim) wide: max(C, W) each.
+    const std::int64_t BC = batch * std::max(c.hidden, c.pooler_dim()), BK = batch * c.num_labels;
     HeadActivations& h = a.head;
     for (auto* b : {&h.x, &h.pre, &h.act, &h.drop}) grow(*b, BC);
     for (auto* b : {&a.logits, &a.probs, &a.dlogits}) grow(*b, BK);
@@ -50,7 +53,7 @@ class SequenceClassifierHead final : public Head {
     const ModelConfig& c = w.config();
     const ClassifierHeadSpec& spec = c.family->head;
     const int B = a.B;
-    const std::int64_t BC = std::int64_t{B} * c.hidden;
+    const std::int64_t BC = std::int64_t{B} * c.hidden, BW = std::int64_t{B} * c.pooler_dim();
     HeadActivations& h = a.head;
     const float* last = a.layer_out(c.layers - 1);
     if (a.cls_only) {
@@ -60,11 +63,12 @@ class SequenceClassifierHead final : public Head {
     }
     const float p = dropout_p(c, d);
     if (spec.dropout_before_dense) {
-      dropout_forward(h.x.data(), h.x.data(), BC, p, dropout_key(d, c.layers, kSiteHeadInput));
+      dropout_forward(h.x.data(), h.x.data(), BC, input_dropout_p(c, d),
+                      dropout_key(d, c.layers, kSiteHeadInput));
     }
     w.linear(Role::kPreW).forward(Rows{h.pre.data()}, x_rows(a), B);
-    activation_forward(spec.activation, h.act.data(), h.pre.data(), BC);
-    dropout_forward(h.drop.data(), h.act.data(), BC, p, dropout_key(d, c.layers, kSiteClassifier));
+    activation_forward(activation(c), h.act.data(), h.pre.data(), BW);
+    dropout_forward(h.drop.data(), h.act.data(), BW, p, dropout_key(d, c.layers, kSiteClassifier));
     w.linear(Role::kClsW).forward(Rows{a.logits.data()}, drop_rows(a), B);
   }
 
@@ -74,7 +78,7 @@ class SequenceClassifierHead final : public Head {
     const ClassifierHeadSpec& spec = c.family->head;
     const ParamLayout& lay = w.layout();
     const int B = a.B;
-    const std::int64_t BC = std::int64_t{B} * c.hidden;
+    const std::int64_t BC = std::int64_t{B} * c.hidden, BW = std::int64_t{B} * c.pooler_dim();
     HeadActivations& h = a.head;
     auto G = [&](Role r) { return grads + lay.offset(r); };
     const LinearScratch scratch{a.dy_scratch()};
@@ -82,16 +86,17 @@ class SequenceClassifierHead final : public Head {
     w.linear(Role::kClsW)
         .backward(h.d_act.data(), Output::kOverwrite, G(Role::kClsW), G(Role::kClsB),
                   a.dlogits.data(), drop_rows(a), scratch, B);
-    dropout_backward(h.d_act.data(), h.d_act.data(), BC, p,
+    dropout_backward(h.d_act.data(), h.d_act.data(), BW, p,
                      dropout_key(d, c.layers, kSiteClassifier));
-    std::memset(h.d_pre.data(), 0, sizeof(float) * BC);
-    activation_backward(spec.activation, h.d_pre.data(), h.d_act.data(), h.pre.data(), h.act.data(),
-                        BC);
+    std::memset(h.d_pre.data(), 0, sizeof(float) * BW);
+    activation_backward(activation(c), h.d_pre.data(), h.d_act.data(), h.pre.data(), h.act.data(),
+                        BW);
     w.linear(Role::kPreW)
         .backward(h.d_x.data(), Output::kOverwrite, G(Role::kPreW), G(Role::kPreB), h.d_pre.data(),
                   x_rows(a), scratch, B);
     if (spec.dropout_before_dense) {
-      dropout_backward(h.d_x.data(), h.d_x.data(), BC, p, dropout_key(d, c.layers, kSiteHeadInput));
+      dropout_backward(h.d_x.data(), h.d_x.data(), BC, input_dropout_p(c, d),
+                       dropout_key(d, c.layers, kSiteHeadInput));
     }
     if (a.cls_only) {
       std::memcpy(a.d_out.data(), h.d_x.data(), sizeof(float) * BC);  // the last layer's rows
@@ -110,6 +115,16 @@ class SequenceClassifierHead final : public Head {
  private:
   static float dropout_p(const ModelConfig& c, const DropoutState& d) {
     return d.train ? static_cast<float>(c.classifier_dropout) : 0.0f;
+  }
+  // The dropout on the first token's state: the config's pooler_dropout (DeBERTa), else the
+  // classifier's.
+  static float input_dropout_p(const ModelConfig& c, const DropoutState& d) {
+    if (!d.train) return 0.0f;
+    return static_cast<float>(c.pooler_dropout >= 0 ? c.pooler_dropout : c.classifier_dropout);
+  }
+  // The dense layer's activation: the config's (DeBERTa's pooler_hidden_act), else the family's.
+  static ActKind activation(const ModelConfig& c) {
+    return c.pooler_activation ? activation_kind(*c.pooler_activation) : c.family->head.activation;
   }
   // The products' inputs, with their bf16 slots in bf16.
   static Rows x_rows(Activations& a) {

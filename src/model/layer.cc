@@ -1,9 +1,12 @@
 // One encoder layer, forward and backward (see layer.h for the formulas).
 #include "model/layer.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/family.h"
+#include "model/relative_positions.h"
 
 namespace bertfit {
 namespace {
@@ -32,16 +35,37 @@ void activate(ActKind kind, Rows out, Rows x, std::int64_t n, bool for_backward)
   activation_forward(kind, out.f32, x.f32, n);
 }
 
+// The attention variant: plain scaled dot-product attention, or with `rel` DeBERTa's
+// disentangled scores (model/relative_positions.h).
 void attend(float* out, float* probs, Rows qkv, const LayerRun& run, AttentionShape shape,
-            std::uint64_t key) {
+            std::uint64_t key, const RelativeScores* rel) {
+  if (rel != nullptr) {
+    if (qkv.bf16 != nullptr) {
+      return attention_forward(out, probs, qkv.bf16, run.mask, shape, run.p_attn, key, *rel);
+    }
+    return attention_forward(out, probs, qkv.f32, run.mask, shape, run.p_attn, key, *rel);
+  }
   if (qkv.bf16 != nullptr) {
     return attention_forward(out, probs, qkv.bf16, run.mask, shape, run.p_attn, key);
   }
   attention_forward(out, probs, qkv.f32, run.mask, shape, run.p_attn, key);
 }
 
+// rel: its projections' gradients go to d_pos (P, 2C: pq's | pk's), which it zeroes first.
 void attend_backward(float* dqkv, const float* dout, Rows qkv, const float* probs,
-                     const LayerRun& run, AttentionShape shape, std::uint64_t key) {
+                     const LayerRun& run, AttentionShape shape, std::uint64_t key,
+                     const RelativeScores* rel, float* d_pos) {
+  if (rel != nullptr) {
+    std::fill_n(d_pos, rel->P * rel->ld, 0.0f);
+    float* d_pq = d_pos;
+    float* d_pk = d_pos + rel->ld / 2;
+    if (qkv.bf16 != nullptr) {
+      return attention_backward(dqkv, dout, qkv.bf16, probs, run.mask, shape, run.p_attn, key, *rel,
+                                d_pq, d_pk);
+    }
+    return attention_backward(dqkv, dout, qkv.f32, probs, run.mask, shape, run.p_attn, key, *rel,
+                              d_pq, d_pk);
+  }
   if (qkv.bf16 != nullptr) {
     return attention_backward(dqkv, dout, qkv.bf16, probs, run.mask, shape, run.p_attn, key);
   }
@@ -135,7 +159,10 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
   if (a.packed) unpack(qkv, a.token_rows.data(), N, padded, 3 * C);
   AttentionShape shape = run.shape;
   if (first_only) shape.max_queries = 1;
-  attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs));
+  RelativeScores rel;
+  if (RelativePositions::used(c)) rel = RelativePositions(w_).project(run, l, a);
+  attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs),
+         RelativePositions::used(c) ? &rel : nullptr);
   // Back to token rows: M of them, the B first tokens or all N.
   std::int64_t M = N;
   const float* xr = x.f32;  // the residual input, (M,C)
@@ -233,8 +260,12 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   } else if (a.packed) {
     unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
   }
+  const bool relative = RelativePositions::used(c);
+  RelativeScores rel;
+  if (relative) rel = RelativePositions(w_).scores(l, a);
   attend_backward(a.d_qkv.data(), a.d_att.data(), qkv, s.probs.data(), run, shape,
-                  key(kSiteAttentionProbs));
+                  key(kSiteAttentionProbs), relative ? &rel : nullptr, a.d_rel_pos.data());
+  if (relative) RelativePositions(w_).project_backward(run, l, grads, a);
   if (a.packed) pack_rows(a.d_qkv.data(), a.token_rows.data(), N, 3 * C);
   // qkv = x·Wqkvᵀ + bqkv: d_in += the product's input gradient
   qkv_.backward(a.d_in.data(), Output::kAccumulate, g.qkv_w, g.qkv_b, a.d_qkv.data(), x, scratch,

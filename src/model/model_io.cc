@@ -434,12 +434,16 @@ namespace {
 // when the folder lacks the ones the family's tokenizer needs.
 std::vector<std::pair<std::string, std::string>> own_tokenizer_files(const ModelConfig& config,
                                                                      const std::string& source) {
-  const bool bpe = config.family->tokenizer == TokenizerKind::kByteLevelBpe;
-  const char* needed = bpe ? "vocab.json and merges.txt (or tokenizer.json)"
-                           : "sentencepiece.bpe.model (or tokenizer.json)";
+  const TokenizerKind kind = config.family->tokenizer;
+  const bool bpe = kind == TokenizerKind::kByteLevelBpe;
+  // The SentencePiece model file: XLM-R's and CamemBERT's name, or DeBERTa's.
+  const char* spm =
+      kind == TokenizerKind::kDebertaSentencePiece ? "spm.model" : "sentencepiece.bpe.model";
+  const std::string needed = bpe ? std::string("vocab.json and merges.txt (or tokenizer.json)")
+                                 : cat(spm, " (or tokenizer.json)");
   auto has = [&](const char* name) { return path_exists(join_path(source, name)); };
-  const bool complete = has("tokenizer.json") || (bpe ? has("vocab.json") && has("merges.txt")
-                                                      : has("sentencepiece.bpe.model"));
+  const bool complete =
+      has("tokenizer.json") || (bpe ? has("vocab.json") && has("merges.txt") : has(spm));
   if (!is_directory(source) || !complete) {
     throw_error(source, ": a ", config.model_type(), " model carries its tokenizer's files (",
                 needed, "); give a folder that holds them");

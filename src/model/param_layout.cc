@@ -7,6 +7,7 @@
 #include "model/embeddings.h"
 #include "model/head.h"
 #include "model/layer.h"
+#include "model/relative_positions.h"
 
 namespace bertfit {
 namespace {
@@ -48,6 +49,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
   LayoutBuilder b;
   b.set_layer(-1);
   Embeddings::declare(c, b);
+  if (RelativePositions::used(c)) RelativePositions::declare(c, b);
   for (int l = 0; l < c.layers; ++l) {
     b.set_layer(l);
     EncoderLayer::declare(c, l, b);
@@ -84,7 +86,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
 }
 
 int ParamLayout::row(Role role, int layer) const {
-  if (role <= Role::kProjB) return 0;
+  if (role <= Role::kRelLnB) return 0;
   if (role >= Role::kPreW) return layers_ + 1;
   CHECK(layer >= 0 && layer < layers_, "layer ", layer);
   return layer + 1;

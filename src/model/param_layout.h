@@ -31,6 +31,11 @@ enum class Role : int {
   kEmbLnB,
   kProjW,  // embeddings_project: embedding size -> hidden size (ELECTRA)
   kProjB,
+  // Relative positions shared by every layer (model/relative_positions.h, DeBERTa): the
+  // embeddings and their LayerNorm.
+  kRelEmb,
+  kRelLnW,
+  kRelLnB,
   // An encoder layer (model/layer.h).
   kQW,
   kQB,

@@ -29,7 +29,8 @@ enum DropoutSite : std::uint32_t {
   kSiteAttentionOutput = 2,
   kSiteFfnOutput = 3,
   kSiteClassifier = 4,
-  kSiteHeadInput = 5,  // the first token's state, in heads that drop it (RoBERTa's)
+  kSiteHeadInput = 5,           // the first token's state, in heads that drop it (RoBERTa's)
+  kSiteRelativeEmbeddings = 6,  // a layer's relative-position embeddings (DeBERTa's pos_dropout)
 };
 
 inline std::uint64_t dropout_key(const DropoutState& d, int layer, DropoutSite site) {

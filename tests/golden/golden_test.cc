@@ -375,7 +375,8 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
 INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
                                            "xlmr-tiny", "electra-tiny", "bert-tokcls-tiny",
-                                           "roberta-tokcls-tiny"),
+                                           "roberta-tokcls-tiny", "deberta-v3-tiny",
+                                           "deberta-v3-tokcls-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;

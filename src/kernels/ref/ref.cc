@@ -161,8 +161,8 @@ void embedding_forward(double* out, const std::int32_t* ids, const std::int32_t*
                        const double* type, std::int64_t N, int C) {
   for (std::int64_t r = 0; r < N; ++r) {
     for (int c = 0; c < C; ++c) {
-      double e = word[static_cast<std::int64_t>(ids[r]) * C + c] +
-                 pos[static_cast<std::int64_t>(positions[r]) * C + c];
+      double e = word[static_cast<std::int64_t>(ids[r]) * C + c];
+      if (pos != nullptr) e += pos[static_cast<std::int64_t>(positions[r]) * C + c];
       if (type != nullptr) e += type[static_cast<std::int64_t>(types[r]) * C + c];
       out[r * C + c] = e;
     }
@@ -176,7 +176,7 @@ void embedding_backward(double* dword, double* dpos, double* dtype, const double
     for (int c = 0; c < C; ++c) {
       const double g = dout[r * C + c];
       if (ids[r] != pad_id) dword[static_cast<std::int64_t>(ids[r]) * C + c] += g;
-      dpos[static_cast<std::int64_t>(positions[r]) * C + c] += g;
+      if (dpos != nullptr) dpos[static_cast<std::int64_t>(positions[r]) * C + c] += g;
       if (dtype != nullptr) dtype[static_cast<std::int64_t>(types[r]) * C + c] += g;
     }
   }

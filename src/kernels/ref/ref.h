@@ -37,10 +37,25 @@ void activation_backward(ActKind kind, double* dx, const double* dout, const dou
                          const double* y, std::int64_t n);
 
 // ---- Attention on qkv (B,T,3C), mask (B,T); out (B,T,C), probs (B,H,T,T) before dropout.
+// With `rel`, DeBERTa's disentangled scores (kernels/attention_relative.h): the content score
+// scaled by rel->scale instead of 1/√D, plus rel->scale · q_i·pk[c(i-j)] (c2p) and
+// rel->scale · k_j·pq[p(i-j)] (p2c); the backward then adds the projections' gradients into
+// d_pos_query / d_pos_key (P, ld).
+struct RelativeRef {
+  const double* pos_query = nullptr;  // (P, ld)
+  const double* pos_key = nullptr;    // (P, ld)
+  std::int64_t ld = 0;
+  const std::int32_t* c2p_rows = nullptr;  // (2T-1), distance d at [d + T - 1]; null: no c2p
+  const std::int32_t* p2c_rows = nullptr;  // likewise; null: no p2c
+  double scale = 1.0;
+};
 void attention_forward(double* out, double* probs, const double* qkv, const std::int32_t* mask,
-                       AttentionShape s, float p, std::uint64_t key);
+                       AttentionShape s, float p, std::uint64_t key,
+                       const RelativeRef* rel = nullptr);
 void attention_backward(double* dqkv, const double* dout, const double* qkv, const double* probs,
-                        AttentionShape s, float p, std::uint64_t key);
+                        AttentionShape s, float p, std::uint64_t key,
+                        const RelativeRef* rel = nullptr, double* d_pos_query = nullptr,
+                        double* d_pos_key = nullptr);
 
 // ---- Dropout: out = keep ? x / (1-p) : 0.
 void dropout_forward(double* out, const double* x, std::int64_t n, float p, std::uint64_t key);

@@ -35,7 +35,7 @@ double dropped(double prob, const Index& ix, int b, int h, int i, int j, float p
 }  // namespace
 
 void attention_forward(double* out, double* probs, const double* qkv, const std::int32_t* mask,
-                       AttentionShape s, float p, std::uint64_t key) {
+                       AttentionShape s, float p, std::uint64_t key, const RelativeRef* rel) {
   const Index ix{s};
   const int T = s.T, D = ix.D();
   const double sqrt_d = std::sqrt(static_cast<double>(D));
@@ -50,7 +50,21 @@ void attention_forward(double* out, double* probs, const double* qkv, const std:
         for (int j = 0; j < T; ++j) {
           score[j] = 0.0;
           for (int d = 0; d < D; ++d) {
-            score[j] += qkv[ix.q(b, i, h, d)] / sqrt_d * qkv[ix.k(b, j, h, d)];
+            if (rel == nullptr) {
+              score[j] += qkv[ix.q(b, i, h, d)] / sqrt_d * qkv[ix.k(b, j, h, d)];
+              continue;
+            }
+            double sc = qkv[ix.q(b, i, h, d)] * qkv[ix.k(b, j, h, d)];
+            const std::int64_t col = h * D + d;
+            if (rel->c2p_rows != nullptr) {
+              sc += qkv[ix.q(b, i, h, d)] *
+                    rel->pos_key[rel->c2p_rows[i - j + T - 1] * rel->ld + col];
+            }
+            if (rel->p2c_rows != nullptr) {
+              sc += qkv[ix.k(b, j, h, d)] *
+                    rel->pos_query[rel->p2c_rows[i - j + T - 1] * rel->ld + col];
+            }
+            score[j] += sc * rel->scale;
           }
           if (mask[b * T + j] != 0) mx = std::max(mx, score[j]);
         }
@@ -59,6 +73,7 @@ void attention_forward(double* out, double* probs, const double* qkv, const std:
         for (int j = 0; j < T; ++j) {
           double prob = 1.0 / T;  // no real key: HF's all-finfo.min row is uniform
           if (any_real) prob = mask[b * T + j] != 0 ? std::exp(score[j] - mx) / sum : 0.0;
+          if (s.query_mask && mask[b * T + i] == 0) prob = 0.0;  // DeBERTa's XSoftmax
           probs[ix.prob(b, h, i, j)] = prob;
         }
         // out_i = Σ_j dropout(P_ij) · v_j
@@ -76,7 +91,8 @@ void attention_forward(double* out, double* probs, const double* qkv, const std:
 }
 
 void attention_backward(double* dqkv, const double* dout, const double* qkv, const double* probs,
-                        AttentionShape s, float p, std::uint64_t key) {
+                        AttentionShape s, float p, std::uint64_t key, const RelativeRef* rel,
+                        double* d_pos_query, double* d_pos_key) {
   const Index ix{s};
   const int T = s.T, D = ix.D();
   const double sqrt_d = std::sqrt(static_cast<double>(D));
@@ -100,11 +116,25 @@ void attention_backward(double* dqkv, const double* dout, const double* qkv, con
         double r = 0.0;
         for (int j = 0; j < T; ++j) r += dprob[j] * probs[ix.prob(b, h, i, j)];
         for (int j = 0; j < T; ++j) dscore[j] = probs[ix.prob(b, h, i, j)] * (dprob[j] - r);
-        // score_ij = Σ_d (q_id / √D) k_jd.
+        // score_ij = Σ_d (q_id / √D) k_jd (with rel: see ref.h).
+        const double scale = rel != nullptr ? rel->scale : 1.0 / sqrt_d;
         for (int j = 0; j < T; ++j) {
           for (int d = 0; d < D; ++d) {
-            dqkv[ix.q(b, i, h, d)] += dscore[j] * qkv[ix.k(b, j, h, d)] / sqrt_d;
-            dqkv[ix.k(b, j, h, d)] += dscore[j] * qkv[ix.q(b, i, h, d)] / sqrt_d;
+            const double g = dscore[j] * scale;
+            dqkv[ix.q(b, i, h, d)] += g * qkv[ix.k(b, j, h, d)];
+            dqkv[ix.k(b, j, h, d)] += g * qkv[ix.q(b, i, h, d)];
+            if (rel == nullptr) continue;
+            const std::int64_t col = h * D + d;
+            if (rel->c2p_rows != nullptr) {
+              const std::int64_t at = rel->c2p_rows[i - j + T - 1] * rel->ld + col;
+              dqkv[ix.q(b, i, h, d)] += g * rel->pos_key[at];
+              d_pos_key[at] += g * qkv[ix.q(b, i, h, d)];
+            }
+            if (rel->p2c_rows != nullptr) {
+              const std::int64_t at = rel->p2c_rows[i - j + T - 1] * rel->ld + col;
+              dqkv[ix.k(b, j, h, d)] += g * rel->pos_query[at];
+              d_pos_query[at] += g * qkv[ix.k(b, j, h, d)];
+            }
           }
         }
       }

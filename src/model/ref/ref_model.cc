@@ -16,6 +16,7 @@
 #include "kernels/ref/ref.h"
 #include "model/family.h"
 #include "model/layer.h"
+#include "model/relative_positions.h"
 
 namespace bertfit::ref {
 namespace {
@@ -103,26 +104,62 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
                                    const ModelBatch& in) {
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels, L = c.layers;
   const std::int64_t N = std::int64_t{B} * T;
-  const bool types_on = c.family->token_types();
+  const bool types_on = c.token_types();
   const double eps = c.layer_norm_eps;
   auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
   const std::vector<std::int32_t> positions = position_ids_of(c, in);
   const std::int32_t* types = types_on ? in.token_type_ids.data() : nullptr;
-  const AttentionShape shape{B, T, C, c.heads};
+  AttentionShape shape{B, T, C, c.heads};
+  shape.query_mask = c.family->masks_padding_rows;
+  // DeBERTa: the embeddings of padding tokens are zeroed (embeddings * mask).
+  auto zero_padding = [&](Vec& rows, int width) {
+    if (!c.family->masks_padding_rows) return;
+    for (std::int64_t r = 0; r < N; ++r) {
+      if (in.attention_mask[r] == 0) std::fill_n(&rows[r * width], width, 0.0);
+    }
+  };
 
   // Embeddings (E wide), projected to C when the layout has the projection (ELECTRA).
   const int E = c.embedding_dim();
   const bool project = lay.has(Role::kProjW);
   Vec emb(N * E), emb_mean(N), emb_rstd(N), normed(N * E), x(N * C);
+  const bool absolute = c.absolute_positions;
   embedding_forward(emb.data(), in.input_ids.data(), positions.data(), types, P(Role::kWordEmb),
-                    P(Role::kPosEmb), types_on ? P(Role::kTypeEmb) : nullptr, N, E);
+                    absolute ? P(Role::kPosEmb) : nullptr, types_on ? P(Role::kTypeEmb) : nullptr,
+                    N, E);
   layernorm_forward(normed.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
                     P(Role::kEmbLnB), N, E, eps);
+  zero_padding(normed, E);
   if (project) {
     linear(x.data(), normed.data(), P(Role::kProjW), P(Role::kProjB), N, E, C);
   } else {
     x = normed;
   }
+  // Relative positions (DeBERTa): rel = LN(table), and per layer [pq | pk] = rel·[Wq; Wk]ᵀ + b.
+  const bool relative = c.relative.enabled;
+  const std::int64_t Pr = relative ? RelativePositions::rows(c) : 0;
+  Vec rel(Pr * C), rel_mean(Pr), rel_rstd(Pr);
+  std::vector<std::int32_t> c2p_rows, p2c_rows;
+  if (relative) {
+    if (c.relative.layer_norm) {
+      layernorm_forward(rel.data(), rel_mean.data(), rel_rstd.data(), P(Role::kRelEmb),
+                        P(Role::kRelLnW), P(Role::kRelLnB), Pr, C, eps);
+    } else {
+      std::copy_n(P(Role::kRelEmb), Pr * C, rel.data());
+    }
+    c2p_rows = relative_rows(c, T, false);
+    p2c_rows = relative_rows(c, T, true);
+  }
+  const double rel_scale = 1.0 / std::sqrt(c.head_dim() * (1.0 + c.relative.c2p + c.relative.p2c));
+  std::vector<Vec> pos_qk(L);
+  auto rel_ref = [&](int l) {
+    return RelativeRef{pos_qk[l].data(),
+                       pos_qk[l].data() + C,
+                       2 * std::int64_t{C},
+                       c.relative.c2p ? c2p_rows.data() : nullptr,
+                       c.relative.p2c ? p2c_rows.data() : nullptr,
+                       rel_scale};
+  };
   // Encoder layers.
   std::vector<Layer> saved(L);
   for (int l = 0; l < L; ++l) {
@@ -140,8 +177,20 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     }
     s.att.resize(N * C);
     s.probs.resize(std::int64_t{B} * c.heads * T * T);
+    RelativeRef rr;
+    if (relative) {
+      Vec pq(Pr * C), pk(Pr * C);
+      linear(pq.data(), rel.data(), P(Role::kQW, l), P(Role::kQB, l), Pr, C, C);
+      linear(pk.data(), rel.data(), P(Role::kKW, l), P(Role::kKB, l), Pr, C, C);
+      pos_qk[l].resize(Pr * 2 * C);
+      for (std::int64_t r = 0; r < Pr; ++r) {
+        std::copy_n(&pq[r * C], C, &pos_qk[l][r * 2 * C]);
+        std::copy_n(&pk[r * C], C, &pos_qk[l][r * 2 * C + C]);
+      }
+      rr = rel_ref(l);
+    }
     attention_forward(s.att.data(), s.probs.data(), s.qkv.data(), in.attention_mask.data(), shape,
-                      0.0f, 0);
+                      0.0f, 0, relative ? &rr : nullptr);
     s.r1.resize(N * C);
     linear(s.r1.data(), s.att.data(), P(Role::kOW, l), P(Role::kOB, l), N, C, C);
     add_forward(s.r1.data(), s.r1.data(), x.data(), N * C);
@@ -161,17 +210,19 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   // The head: logits (B,K) from each sequence's first token, or (B·T,K) from every token.
   const bool per_token = c.head == HeadKind::kTokenClassification;
   const std::int64_t rows = per_token ? N : B;
-  const ActKind head_act = c.family->head.activation;
-  Vec cls(std::int64_t{B} * C), pre_lin(B * C), pre(B * C);
+  const ActKind head_act =
+      c.pooler_activation ? activation_kind(*c.pooler_activation) : c.family->head.activation;
+  const int W = c.pooler_dim();
+  Vec cls(std::int64_t{B} * C), pre_lin(B * W), pre(B * W);
   ModelResult r;
   r.logits.resize(rows * K);
   if (per_token) {
     linear(r.logits.data(), x.data(), P(Role::kClsW), P(Role::kClsB), N, C, K);
   } else {
     for (int b = 0; b < B; ++b) std::copy_n(&x[std::int64_t{b} * T * C], C, &cls[b * C]);
-    linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, C);
-    activation_forward(head_act, pre.data(), pre_lin.data(), std::int64_t{B} * C);
-    linear(r.logits.data(), pre.data(), P(Role::kClsW), P(Role::kClsB), B, C, K);
+    linear(pre_lin.data(), cls.data(), P(Role::kPreW), P(Role::kPreB), B, C, W);
+    activation_forward(head_act, pre.data(), pre_lin.data(), std::int64_t{B} * W);
+    linear(r.logits.data(), pre.data(), P(Role::kClsW), P(Role::kClsB), B, W, K);
   }
   if (in.labels.empty()) return r;
 
@@ -210,15 +261,16 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     linear_backward(dx.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), x.data(),
                     P(Role::kClsW), N, C, K);
   } else {
-    Vec dpre(B * C, 0.0), dpre_lin(B * C, 0.0), dcls(B * C, 0.0);
+    Vec dpre(B * W, 0.0), dpre_lin(B * W, 0.0), dcls(B * C, 0.0);
     linear_backward(dpre.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), pre.data(),
-                    P(Role::kClsW), B, C, K);
+                    P(Role::kClsW), B, W, K);
     activation_backward(head_act, dpre_lin.data(), dpre.data(), pre_lin.data(), pre.data(),
-                        std::int64_t{B} * C);
+                        std::int64_t{B} * W);
     linear_backward(dcls.data(), G(Role::kPreW), G(Role::kPreB), dpre_lin.data(), cls.data(),
-                    P(Role::kPreW), B, C, C);
+                    P(Role::kPreW), B, C, W);
     for (int b = 0; b < B; ++b) std::copy_n(&dcls[b * C], C, &dx[std::int64_t{b} * T * C]);
   }
+  Vec d_rel(Pr * C, 0.0);
   for (int l = L - 1; l >= 0; --l) {
     const Layer& s = saved[l];
     Vec dr2(N * C), da(N * I, 0.0), df1(N * I, 0.0), dr1(N * C), datt(N * C, 0.0);
@@ -236,8 +288,21 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     dx = dr1;  // the residual
     linear_backward(datt.data(), G(Role::kOW, l), G(Role::kOB, l), dr1.data(), s.att.data(),
                     P(Role::kOW, l), N, C, C);
-    Vec dqkv(N * 3 * C, 0.0);
-    attention_backward(dqkv.data(), datt.data(), s.qkv.data(), s.probs.data(), shape, 0.0f, 0);
+    Vec dqkv(N * 3 * C, 0.0), d_pos(Pr * 2 * C, 0.0);
+    const RelativeRef rr = relative ? rel_ref(l) : RelativeRef{};
+    attention_backward(dqkv.data(), datt.data(), s.qkv.data(), s.probs.data(), shape, 0.0f, 0,
+                       relative ? &rr : nullptr, d_pos.data(), d_pos.data() + C);
+    if (relative) {  // [pq | pk] = rel·[Wq; Wk]ᵀ + b
+      Vec dpq(Pr * C), dpk(Pr * C);
+      for (std::int64_t r = 0; r < Pr; ++r) {
+        std::copy_n(&d_pos[r * 2 * C], C, &dpq[r * C]);
+        std::copy_n(&d_pos[r * 2 * C + C], C, &dpk[r * C]);
+      }
+      linear_backward(d_rel.data(), G(Role::kQW, l), G(Role::kQB, l), dpq.data(), rel.data(),
+                      P(Role::kQW, l), Pr, C, C);
+      linear_backward(d_rel.data(), G(Role::kKW, l), G(Role::kKB, l), dpk.data(), rel.data(),
+                      P(Role::kKW, l), Pr, C, C);
+    }
     Vec dq(N * C), dk(N * C), dv(N * C);
     for (std::int64_t row = 0; row < N; ++row) {
       std::copy_n(&dqkv[row * 3 * C], C, &dq[row * C]);
@@ -251,18 +316,28 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
     linear_backward(dx.data(), G(Role::kVW, l), G(Role::kVB, l), dv.data(), s.x.data(),
                     P(Role::kVW, l), N, C, C);
   }
+  if (relative) {
+    Vec d_table = d_rel;
+    if (c.relative.layer_norm) {
+      layernorm_backward(d_table.data(), G(Role::kRelLnW), G(Role::kRelLnB), d_rel.data(),
+                         P(Role::kRelEmb), P(Role::kRelLnW), rel_mean.data(), rel_rstd.data(), Pr,
+                         C);
+    }
+    add_forward(G(Role::kRelEmb), G(Role::kRelEmb), d_table.data(), Pr * C);
+  }
   Vec dnormed = dx;
   if (project) {
     dnormed.assign(N * E, 0.0);
     linear_backward(dnormed.data(), G(Role::kProjW), G(Role::kProjB), dx.data(), normed.data(),
                     P(Role::kProjW), N, E, C);
   }
+  zero_padding(dnormed, E);
   Vec demb(N * E);
   layernorm_backward(demb.data(), G(Role::kEmbLnW), G(Role::kEmbLnB), dnormed.data(), emb.data(),
                      P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, E);
-  embedding_backward(G(Role::kWordEmb), G(Role::kPosEmb), types_on ? G(Role::kTypeEmb) : nullptr,
-                     demb.data(), in.input_ids.data(), positions.data(), types, N, E,
-                     c.pad_token_id);
+  embedding_backward(G(Role::kWordEmb), absolute ? G(Role::kPosEmb) : nullptr,
+                     types_on ? G(Role::kTypeEmb) : nullptr, demb.data(), in.input_ids.data(),
+                     positions.data(), types, N, E, c.pad_token_id);
   return r;
 }
 
