@@ -128,7 +128,7 @@ void run(const ForwardOptions& o) {
                   ")");
   }
   for (auto t : types) {
-    if (t < 0 || (c.family->token_types() && t >= c.type_vocab_size))
+    if (t < 0 || (c.token_types() && t >= c.type_vocab_size))
       throw_error(o.batch_path, ": token type id ", t, " out of range");
   }
   BertModel model(c, state.layout, precision);

@@ -47,6 +47,19 @@ void print_config(const ModelConfig& c) {
   if (c.type_vocab_size > 0) std::printf(", token types %d", c.type_vocab_size);
   std::printf("\nactivation:    %s, layer_norm_eps %g\n", activation_name(c.activation),
               c.layer_norm_eps);
+  std::printf("positions:     %s", c.absolute_positions ? "absolute (learned)" : "no absolute");
+  if (c.relative.enabled) {
+    const RelativeAttentionConfig& r = c.relative;
+    std::printf("; relative (%s%s%s, %d embeddings, ", r.c2p ? "c2p" : "",
+                r.c2p && r.p2c ? "+" : "", r.p2c ? "p2c" : "", 2 * r.span(c.max_positions));
+    if (r.buckets > 0) {
+      std::printf("%d log buckets up to %d", r.buckets, r.max_distance(c.max_positions));
+    } else {
+      std::printf("not bucketed");
+    }
+    std::printf("%s)", r.layer_norm ? ", normalized" : "");
+  }
+  std::printf("\n");
   std::printf("labels:        %d (%s)%s%s\n", c.num_labels, join(c.id2label, 10).c_str(),
               c.is_regression() ? ", regression" : ", classification",
               c.problem_type.empty() ? "" : (", problem_type " + c.problem_type).c_str());

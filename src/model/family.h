@@ -110,7 +110,6 @@ struct ModelFamily {
   void (*read_keys)(const ConfigReader& r, ModelConfig& c);
   void (*write_keys)(const ModelConfig& c, nlohmann::json& j);
 
-  bool token_types() const { return embeddings.token_type != nullptr; }
   // transformers' class for a head: model_class, "<prefix>ForTokenClassification", or the base
   // model "<prefix>Model" (an embedding model: sentence-transformers' Transformer module).
   std::string class_for(HeadKind head) const;
