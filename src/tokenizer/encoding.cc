@@ -18,6 +18,8 @@ const char* tokenizer_kind_name(TokenizerKind kind) {
       return "byte-level BPE";
     case TokenizerKind::kSentencePiece:
       return "SentencePiece";
+    case TokenizerKind::kDebertaSentencePiece:
+      return "DeBERTa SentencePiece";
   }
   return "?";
 }
