@@ -130,16 +130,15 @@ TEST(DebertaTokenizer, PairTemplateAndLongestFirstTruncation) {
 // Character offsets equal to DebertaV2TokenizerFast's, through spm.model and through
 // tokenizer.json, wherever the two tokenizers give the same ids (they differ only around
 // special tokens written in the text, whose spaces the slow tokenizer strips). The offsets are
-// libsentencepiece's, as for XLM-R; they differ from the fast tokenizer's alignment in three
-// known ways, on the texts listed: the "\u2581" of a run of whitespace covers the run's first
-// character (the fast tokenizer: its last), a compatibility character NFKC expands to two
-// pieces gives the second piece an empty span, and a lone "\u2581" piece (before CJK text) is
-// empty (the fast tokenizer gives it the next character). Every GLUE and CoNLL text agrees.
+// libsentencepiece's, with a piece that starts with a run of whitespace starting at the run's
+// last character as in the fast tokenizer; they differ from the fast tokenizer's alignment in
+// two known ways, on the texts listed: a compatibility character NFKC expands to two pieces
+// gives the second piece an empty span, and a lone "\u2581" piece (before CJK text) is empty
+// (the fast tokenizer gives it the next character). Every GLUE and CoNLL text agrees.
 TEST(DebertaTokenizer, OffsetsAreTheFastTokenizers) {
   const auto from_spm = load_tokenizer(kModelDir);
   const auto from_json = load_tokenizer_file(kFixtures + "/tokenizer.json");
   const std::vector<std::string> known = {
-      " Hello  world ", "line one\nline two\n\n  indented\tTab",
       "\uFB01ne \uFF26\uFF35\uFF2C\uFF2C width \u00BD \u2460",
       "\u6771\u4EAC\u306F\u65E5\u672C\u306E\u9996\u90FD\u3067\u3059"};
   const nlohmann::json rows = fixture("fast_offsets.json");
@@ -169,7 +168,7 @@ TEST(DebertaTokenizer, OffsetsAreTheFastTokenizers) {
       }
     }
   }
-  EXPECT_EQ(known_seen, 4);
+  EXPECT_EQ(known_seen, 2);
   EXPECT_EQ(equal + differing_ids + 2 * known_seen, 2 * 74);
   EXPECT_LE(differing_ids, 4);
 }

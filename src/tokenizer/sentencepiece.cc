@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/load_util.h"
 #include "tokenizer/normalizer.h"
 
@@ -178,6 +179,29 @@ void SentencePieceTokenizer::lower_keeping_tokens(std::string_view text, std::st
   }
 }
 
+namespace {
+
+// Where the fast tokenizer's alignment starts a piece that begins with a run of whitespace
+// (which the spm model folds into its "\u2581"): at the run's last character, when the piece
+// holds more than whitespace; libsentencepiece starts it at the run's first.
+std::uint32_t last_space_of_run(std::string_view text, std::uint32_t begin, std::uint32_t end) {
+  const auto* base = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char* p = base + begin;
+  const unsigned char* stop = base + end;
+  const unsigned char* last = nullptr;
+  while (p < stop) {
+    const unsigned char* at = p;
+    const char32_t cp = *p < 0x80 ? *p++ : tokenizer_detail::decode_utf8(p, stop);
+    if (!tokenizer_detail::is_python_space(cp)) {
+      return last != nullptr ? static_cast<std::uint32_t>(last - base) : begin;
+    }
+    last = at;
+  }
+  return begin;  // whitespace only: as the library has it
+}
+
+}  // namespace
+
 void SentencePieceTokenizer::encode_spm(std::string_view text, std::uint32_t base,
                                         std::vector<std::int32_t>& ids,
                                         std::vector<TokenOffset>* offsets) const {
@@ -192,9 +216,12 @@ void SentencePieceTokenizer::encode_spm(std::string_view text, std::uint32_t bas
   }
   sentencepiece::ImmutableSentencePieceText spt;
   if (!sp_->Encode(text, spt.mutable_proto()).ok()) return;
+  const bool fast_alignment = kind_ == TokenizerKind::kDebertaSentencePiece;
   for (const auto& p : spt.pieces()) {
     ids.push_back(spm_to_id_[p.id()]);
-    offsets->push_back({base + p.begin(), base + p.end()});
+    const std::uint32_t begin =
+        fast_alignment ? last_space_of_run(text, p.begin(), p.end()) : p.begin();
+    offsets->push_back({base + begin, base + p.end()});
   }
 }
 
