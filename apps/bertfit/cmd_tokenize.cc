@@ -122,24 +122,26 @@ void add_tokenize_command(CLI::App& app) {
       "per row: {\"input_ids\":[...],\"token_type_ids\":[...],\"attention_mask\":[...]} "
       "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len). The "
       "tokenizer comes from exactly one of --model (its vocab.txt, with do_lower_case from "
-      "tokenizer_config.json; vocab.json + merges.txt; sentencepiece.bpe.model; or else its "
-      "tokenizer.json), --vocab and --tokenizer. RoBERTa-style tokenizers frame texts as <s> a "
-      "</s> (</s> b </s>).");
+      "tokenizer_config.json; vocab.json + merges.txt; sentencepiece.bpe.model; DeBERTa's "
+      "spm.model; or else its tokenizer.json), --vocab and --tokenizer. RoBERTa-style tokenizers "
+      "frame texts as <s> a </s> (</s> b </s>); DeBERTa's as [CLS] a [SEP] (b [SEP]) with its "
+      "own ids.");
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
-  add_flags(*cmd,
-            {{"--vocab",
-              "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "
-              "bert-base-uncased)",
-              &o->vocab_file},
-             {"--tokenizer",
-              "Hugging Face tokenizers tokenizer.json (WordPiece; BPE with a ByteLevel "
-              "pre-tokenizer; Unigram or BPE with Metaspace, as converted from SentencePiece) or a "
-              "SentencePiece .model (XLM-R ids)",
-              &o->tokenizer_file},
-             {"--input",
-              "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "
-              ".jsonl/.json (one object per line); '-': standard input (with --format)",
-              &o->input}});
+  add_flags(
+      *cmd,
+      {{"--vocab",
+        "WordPiece vocab.txt (one token per line; lowercased, accents stripped, as "
+        "bert-base-uncased)",
+        &o->vocab_file},
+       {"--tokenizer",
+        "Hugging Face tokenizers tokenizer.json (WordPiece; BPE with a ByteLevel "
+        "pre-tokenizer; Unigram or BPE with Metaspace, as converted from SentencePiece) or a "
+        "SentencePiece .model (XLM-R ids; a file named spm.model: DeBERTa's ids and template)",
+        &o->tokenizer_file},
+       {"--input",
+        "Data file: .tsv/.txt (split on TAB only, no quoting), .csv (RFC 4180 quoting) or "
+        ".jsonl/.json (one object per line); '-': standard input (with --format)",
+        &o->input}});
   add_flags(*cmd,
             select_flags(data_flags(o->data), {"--text-a-column", "--text-b-column", "--no-header",
                                                "--skip-malformed", "--format"}));

@@ -377,10 +377,10 @@ TEST(LoadTokenizer, BadFilesAreOneLineErrorsNamingTheFile) {
                                                 "add_prefix_space": true}})");
   expect(d / "tokenizer.json: model.unk_id is missing");
   write("tokenizer.json", R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]], "unk_id": 0},
-                              "normalizer": {"type": "Lowercase"},
+                              "normalizer": {"type": "NFKD"},
                               "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
                                                 "add_prefix_space": true}})");
-  expect(d / "tokenizer.json: normalizer Lowercase is not supported");
+  expect(d / "tokenizer.json: normalizer NFKD is not supported");
   write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
                               "pre_tokenizer": {"type": "Whitespace"}})");
   expect(d / "tokenizer.json: pre_tokenizer Whitespace is not supported");

@@ -3,6 +3,8 @@
 // clean_up_tokenization), each family's convert_tokens_to_string (BertTokenizer,
 // RobertaTokenizer, XLMRobertaTokenizer), and the helpers they share: Python's str.strip() and
 // bytes.decode("utf-8", errors="replace").
+#include <sentencepiece_processor.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -200,6 +202,34 @@ bool ByteLevelBpeTokenizer::is_added_id(std::int32_t id) const {
 }
 
 std::string SentencePieceTokenizer::tokens_to_string(const std::vector<std::string>& tokens) const {
+  if (kind_ == TokenizerKind::kDebertaSentencePiece) {
+    // SPMTokenizer.decode: spm.decode_pieces of each run of pieces; a special token follows its
+    // run directly, after a space unless the token before it was special too; then strip().
+    std::string out;
+    std::vector<std::string> run;
+    bool previous_special = false;
+    auto decode_run = [&] {
+      std::string text;
+      // The pieces are the model's own (token() gave them): decoding cannot fail.
+      if (!run.empty() && !sp_->Decode(run, &text).ok()) text.clear();
+      run.clear();
+      return text;
+    };
+    for (const std::string& token : tokens) {
+      if (std::find(special_strings_.begin(), special_strings_.end(), token) !=
+          special_strings_.end()) {
+        if (!previous_special) out += ' ';
+        out += decode_run();
+        out += token;
+        previous_special = true;
+      } else {
+        run.push_back(token);
+        previous_special = false;
+      }
+    }
+    out += decode_run();
+    return tokenizer_detail::python_strip(out);
+  }
   std::string joined;
   for (const std::string& token : tokens) joined += token;
   replace_all(joined, "\u2581", " ");
@@ -207,6 +237,8 @@ std::string SentencePieceTokenizer::tokens_to_string(const std::vector<std::stri
 }
 
 bool SentencePieceTokenizer::is_added_id(std::int32_t id) const {
+  // DeBERTa: [MASK] and added_tokens.json's tokens, after the pieces.
+  if (kind_ == TokenizerKind::kDebertaSentencePiece) return id >= first_added_id_;
   // added_tokens.json's tokens take the ids after <mask> (the fairseq mappings only).
   const auto mask = static_cast<std::int32_t>(spm_to_id_.size()) + offset_;
   return mapping_ != FairseqMapping::kNone && id > mask && id <= max_id_;

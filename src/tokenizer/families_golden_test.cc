@@ -1,10 +1,12 @@
 // Golden check of the byte-level BPE and SentencePiece tokenizers against transformers 4.28's
-// slow RobertaTokenizer and XLMRobertaTokenizer: every row of
-// ../shared/golden/tokenizer-families/{roberta-bpe,spm}-*.jsonl (each text alone, the template
-// encoding truncated longest_first to 128, and for CoNLL rows each word alone as
+// slow RobertaTokenizer, XLMRobertaTokenizer and DebertaV2Tokenizer: every row of
+// ../shared/golden/tokenizer-families/{roberta-bpe,spm,deberta-spm}-*.jsonl (each text alone,
+// the template encoding truncated longest_first to 128, and for CoNLL rows each word alone as
 // is_split_into_words=True tokenizes it) is reproduced exactly, through load_tokenizer on the
-// folders ../shared/data/roberta-bpe and ../shared/data/spm and through roberta-bpe's
-// tokenizer.json.
+// folders ../shared/data/roberta-bpe, ../shared/data/spm, ../shared/data/deberta-spm and
+// ../shared/golden/deberta-v3-tiny/model, through roberta-bpe's tokenizer.json, and through the
+// tokenizer.json that the Hugging Face tokenizers library converted from DeBERTa's spm.model
+// (tests/fixtures/deberta/, made by tests/fixtures/make_deberta_tokenizer_json.js).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +37,16 @@ std::vector<std::string> golden_files(const std::string& prefix) {
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// BERT's token types of an encoding: 0 up to the first [SEP], 1 after it.
+Ids bert_types(const Ids& input_ids, std::int32_t sep) {
+  Ids types(input_ids.size(), 0);
+  const auto first_sep = std::find(input_ids.begin(), input_ids.end(), sep);
+  for (auto it = first_sep + (first_sep != input_ids.end()); it < input_ids.end(); ++it) {
+    types[static_cast<std::size_t>(it - input_ids.begin())] = 1;
+  }
+  return types;
 }
 
 // Checks every row of every file; returns the number of rows checked.
@@ -68,6 +80,13 @@ int check_all(const Tokenizer& tok, const std::string& prefix) {
       if (e.input_ids != row["input_ids"].get<Ids>()) {
         fail(where + " input_ids", row["input_ids"], e.input_ids);
       }
+      // The template's token types (the rows hold none): BERT's for DeBERTa, zeros otherwise.
+      const Ids want_types = tok.pair_template() == PairTemplate::kBert
+                                 ? bert_types(row["input_ids"].get<Ids>(), tok.sep_id())
+                                 : Ids(e.input_ids.size(), 0);
+      if (e.token_type_ids != want_types)
+        fail(where + " token_type_ids", want_types, e.token_type_ids);
+      if (e.offsets.size() != e.input_ids.size()) fail(where + " offsets", {}, {});
       if (row.contains("words")) {
         const auto words = row["words"].get<std::vector<std::string>>();
         for (std::size_t w = 0; w < words.size(); ++w) {
@@ -151,6 +170,48 @@ TEST(FamiliesGolden, SentencePieceFromTokenizerJsonIsTheSameModel) {
   }
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(rows, 408 + 277 + 872 + 3250);
+}
+
+constexpr int kDebertaRows = 408 + 277 + 872 + 3250;
+
+void expect_deberta_ids(const Tokenizer& tok) {
+  ASSERT_EQ(tok.kind(), TokenizerKind::kDebertaSentencePiece);
+  EXPECT_EQ(tok.pair_template(), PairTemplate::kBert);
+  EXPECT_EQ(tok.pad_id(), 0);
+  EXPECT_EQ(tok.cls_id(), 1);
+  EXPECT_EQ(tok.sep_id(), 2);
+  EXPECT_EQ(tok.unk_id(), 3);
+  EXPECT_EQ(tok.mask_id(), 8000);
+  EXPECT_EQ(tok.max_id(), 8000);
+  EXPECT_EQ(tok.token(8000), "[MASK]");
+  EXPECT_EQ(tok.token(5), "\u2581the");
+}
+
+// The golden model's folder: spm.model with added_tokens.json, tokenizer_config.json and
+// special_tokens_map.json.
+TEST(FamiliesGolden, DebertaSentencePieceFromSpmModel) {
+  const auto tok = load_tokenizer(kShared + "/golden/deberta-v3-tiny/model");
+  expect_deberta_ids(*tok);
+  EXPECT_EQ(check_all(*tok, "deberta-spm-"), kDebertaRows);
+}
+
+// spm.model alone (no settings files: DebertaV2Tokenizer's defaults, [MASK] added after the
+// pieces by sanitize_special_tokens), as a folder and as a file.
+TEST(FamiliesGolden, DebertaSentencePieceFromSpmModelAlone) {
+  const auto folder = load_tokenizer(kShared + "/data/deberta-spm");
+  expect_deberta_ids(*folder);
+  EXPECT_EQ(check_all(*folder, "deberta-spm-"), kDebertaRows);
+  const auto file = load_tokenizer_file(kShared + "/data/deberta-spm/spm.model");
+  expect_deberta_ids(*file);
+}
+
+// The fast tokenizer's file (Unigram + Metaspace, DebertaV2Converter's normalizer and template)
+// gives the same ids as spm.model on every row.
+TEST(FamiliesGolden, DebertaTokenizerJsonEqualsSpmModel) {
+  const std::string fixture = std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/deberta";
+  const auto tok = load_tokenizer_file(fixture + "/tokenizer.json");
+  expect_deberta_ids(*tok);
+  EXPECT_EQ(check_all(*tok, "deberta-spm-"), kDebertaRows);
 }
 
 }  // namespace

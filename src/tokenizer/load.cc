@@ -73,6 +73,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const bool has_bpe =
       path_exists(join_path(dir, "vocab.json")) && path_exists(join_path(dir, "merges.txt"));
   const bool has_spm = path_exists(join_path(dir, "sentencepiece.bpe.model"));
+  const bool has_deberta_spm = path_exists(join_path(dir, "spm.model"));
   const bool has_json = path_exists(join_path(dir, "tokenizer.json"));
 
   // What the folder's tokenizer_class (else model_type) asks for, when it says.
@@ -84,6 +85,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
                          (cls.empty() && model_type == "xlm-roberta");
   const bool wants_wordpiece =
       starts_with(cls, "Bert") || starts_with(cls, "DistilBert") || starts_with(cls, "Electra");
+  const bool wants_deberta =
+      starts_with(cls, "DebertaV2") || (cls.empty() && model_type == "deberta-v2");
 
   auto bpe = [&] {
     return ByteLevelBpeTokenizer::from_files(join_path(dir, "vocab.json"),
@@ -94,8 +97,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
         join_path(dir, "sentencepiece.bpe.model"), dir,
         wants_camembert ? FairseqMapping::kCamembert : FairseqMapping::kXlmRoberta);
   };
+  auto deberta = [&] {
+    return SentencePieceTokenizer::from_deberta_model_file(join_path(dir, "spm.model"), dir);
+  };
   std::unique_ptr<Tokenizer> t;
-  if (wants_bpe && has_bpe) {
+  if (wants_deberta && has_deberta_spm) {
+    t = deberta();
+  } else if (wants_deberta && has_json) {
+    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir);
+  } else if (wants_bpe && has_bpe) {
     t = bpe();
   } else if (wants_spm && has_spm) {
     t = spm();
@@ -105,6 +115,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     t = bpe();
   } else if (has_spm && !wants_wordpiece && !wants_bpe) {
     t = spm();
+  } else if (has_deberta_spm && !wants_wordpiece && !wants_bpe && !wants_spm) {
+    t = deberta();
   } else if (has_json) {
     t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir);
   } else if (has_vocab_txt) {
@@ -112,7 +124,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   } else {
     throw_error("model folder ", dir,
                 " has no tokenizer files (vocab.txt, vocab.json + merges.txt, "
-                "sentencepiece.bpe.model or tokenizer.json)",
+                "sentencepiece.bpe.model, spm.model or tokenizer.json)",
                 cls.empty() ? "" : "; tokenizer_config.json's tokenizer_class is " + cls);
   }
   // decode's clean_up_tokenization (transformers' default: on).
@@ -127,6 +139,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {
   if (!path_exists(path)) throw_error(path, ": file not found");
   if (path.ends_with(".json")) return from_tokenizer_json(path, "");
+  // spm.model is DeBERTa's name for it (DebertaV2Tokenizer's vocab file); any other .model is
+  // read with XLM-R's ids.
+  if (path == "spm.model" || path.ends_with("/spm.model")) {
+    return SentencePieceTokenizer::from_deberta_model_file(path, "");
+  }
   if (path.ends_with(".model")) {
     return SentencePieceTokenizer::from_model_file(path, "", FairseqMapping::kXlmRoberta);
   }

@@ -1,5 +1,6 @@
 // SentencePiece tokenizer over libsentencepiece with XLM-R's and CamemBERT's fairseq id
-// mappings (see sentencepiece.h).
+// mappings, and the text path every SentencePiece variant shares: added tokens split off,
+// DeBERTa's lowercasing and punctuation split, the spm model (see sentencepiece.h).
 #include "tokenizer/sentencepiece.h"
 
 #include <sentencepiece_processor.h>
@@ -8,12 +9,14 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/load_util.h"
+#include "tokenizer/normalizer.h"
 
 namespace bertfit {
 
-SentencePieceTokenizer::SentencePieceTokenizer()
-    : Tokenizer(TokenizerKind::kSentencePiece, PairTemplate::kRoberta) {}
+SentencePieceTokenizer::SentencePieceTokenizer(TokenizerKind kind, PairTemplate pair_template)
+    : Tokenizer(kind, pair_template) {}
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 std::int32_t SentencePieceTokenizer::token_to_id(const std::string& piece) const {
@@ -29,7 +32,8 @@ std::int32_t SentencePieceTokenizer::token_to_id(const std::string& piece) const
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_model_file(
     const std::string& model_path, const std::string& config_dir, FairseqMapping mapping) {
   if (!path_exists(model_path)) throw_error(model_path, ": file not found");
-  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
+  std::unique_ptr<SentencePieceTokenizer> t(
+      new SentencePieceTokenizer(TokenizerKind::kSentencePiece, PairTemplate::kRoberta));
   t->load_proto(read_file(model_path), model_path);
   const int size = t->sp_->GetPieceSize();
   t->mapping_ = mapping;
@@ -126,7 +130,9 @@ std::string SentencePieceTokenizer::token(std::int32_t id) const {
     if (id < 0 || id > max_id_) {
       throw_error("token id ", id, " is outside the vocabulary (0..", max_id_, ")");
     }
-    return sp_->IdToPiece(id);
+    const int pieces = sp_->GetPieceSize();
+    if (id < pieces) return sp_->IdToPiece(id);
+    return added_tokens_[static_cast<std::size_t>(id - pieces)];
   }
   for (const auto& [token, fid] : fairseq_) {
     if (fid == id) return token;
@@ -139,31 +145,138 @@ std::string SentencePieceTokenizer::token(std::int32_t id) const {
   return sp_->IdToPiece(id - offset_);
 }
 
+void SentencePieceTokenizer::lower_keeping_tokens(std::string_view text, std::string& out,
+                                                  std::vector<TokenOffset>& origin) const {
+  out.clear();
+  origin.clear();
+  const auto* begin = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = begin + text.size();
+  const auto* p = begin;
+  while (p < end) {
+    const auto at = static_cast<std::uint32_t>(p - begin);
+    const std::string_view rest = text.substr(at);
+    const auto kept = std::find_if(keep_case_.begin(), keep_case_.end(),
+                                   [&](const std::string& k) { return rest.starts_with(k); });
+    if (kept != keep_case_.end()) {
+      for (std::uint32_t i = 0; i < kept->size(); ++i) origin.push_back({at + i, at + i + 1});
+      out += *kept;
+      p += kept->size();
+      continue;
+    }
+    const unsigned char* start = p;
+    if (*p < 0x80) {
+      out.push_back(static_cast<char>(*p >= 'A' && *p <= 'Z' ? *p + ('a' - 'A') : *p));
+      ++p;
+    } else {
+      const char32_t cp = tokenizer_detail::decode_utf8(p, end);
+      const std::string_view bytes(reinterpret_cast<const char*>(start),
+                                   static_cast<std::size_t>(p - start));
+      // An invalid byte (decoded as U+FFFD) stays as it is; U+FFFD has no lowercase.
+      out += cp == 0xFFFD ? std::string(bytes) : tokenizer_detail::python_lower(bytes);
+    }
+    const auto stop = static_cast<std::uint32_t>(p - begin);
+    origin.resize(out.size(), TokenOffset{at, stop});
+  }
+}
+
+namespace {
+
+// Where the fast tokenizer's alignment starts a piece that begins with a run of whitespace
+// (which the spm model folds into its "\u2581"): at the run's last character, when the piece
+// holds more than whitespace; libsentencepiece starts it at the run's first.
+std::uint32_t last_space_of_run(std::string_view text, std::uint32_t begin, std::uint32_t end) {
+  const auto* base = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char* p = base + begin;
+  const unsigned char* stop = base + end;
+  const unsigned char* last = nullptr;
+  while (p < stop) {
+    const unsigned char* at = p;
+    const char32_t cp = *p < 0x80 ? *p++ : tokenizer_detail::decode_utf8(p, stop);
+    if (!tokenizer_detail::is_python_space(cp)) {
+      return last != nullptr ? static_cast<std::uint32_t>(last - base) : begin;
+    }
+    last = at;
+  }
+  return begin;  // whitespace only: as the library has it
+}
+
+}  // namespace
+
+void SentencePieceTokenizer::encode_spm(std::string_view text, std::uint32_t base,
+                                        std::vector<std::int32_t>& ids,
+                                        std::vector<TokenOffset>* offsets) const {
+  if (offsets == nullptr) {
+    thread_local std::vector<int> spm_ids;
+    spm_ids.clear();
+    // Encoding fails only on an internal error of the library (a bad model is refused at
+    // load); an empty result is then the honest answer.
+    if (!sp_->Encode(text, &spm_ids).ok()) return;
+    for (int id : spm_ids) ids.push_back(spm_to_id_[id]);
+    return;
+  }
+  sentencepiece::ImmutableSentencePieceText spt;
+  if (!sp_->Encode(text, spt.mutable_proto()).ok()) return;
+  const bool fast_alignment = kind_ == TokenizerKind::kDebertaSentencePiece;
+  for (const auto& p : spt.pieces()) {
+    ids.push_back(spm_to_id_[p.id()]);
+    const std::uint32_t begin =
+        fast_alignment ? last_space_of_run(text, p.begin(), p.end()) : p.begin();
+    offsets->push_back({base + begin, base + p.end()});
+  }
+}
+
+void SentencePieceTokenizer::encode_text(std::string_view text, std::uint32_t base,
+                                         std::vector<std::int32_t>& ids,
+                                         std::vector<TokenOffset>* offsets) const {
+  if (!split_by_punct_) {
+    encode_spm(text, base, ids, offsets);
+    return;
+  }
+  // SPMTokenizer._run_split_on_punc: each punctuation character a word of its own, the text
+  // between them (spaces included) a word; each word through the spm model alone.
+  const auto* begin = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = begin + text.size();
+  std::uint32_t word = 0;
+  for (const unsigned char* p = begin; p < end;) {
+    const auto at = static_cast<std::uint32_t>(p - begin);
+    const char32_t cp = *p < 0x80 ? *p++ : tokenizer_detail::decode_utf8(p, end);
+    if (!tokenizer_detail::is_punctuation(cp)) continue;
+    const auto stop = static_cast<std::uint32_t>(p - begin);
+    if (at > word) encode_spm(text.substr(word, at - word), base + word, ids, offsets);
+    encode_spm(text.substr(at, stop - at), base + at, ids, offsets);
+    word = stop;
+  }
+  if (word < text.size()) encode_spm(text.substr(word), base + word, ids, offsets);
+}
+
 void SentencePieceTokenizer::tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
                                            std::vector<TokenOffset>* offsets) const {
   thread_local std::vector<tokenizer_detail::Segment> segments;
-  thread_local std::vector<int> spm_ids;
-  added_.split(text, segments);
+  thread_local std::string lowered;
+  thread_local std::vector<TokenOffset> origin;
+  const std::size_t first_offset = offsets != nullptr ? offsets->size() : 0;
+  std::string_view work = text;
+  if (lowercase_) {
+    lower_keeping_tokens(text, lowered, origin);
+    work = lowered;
+  }
+  added_.split(work, segments);
   for (const tokenizer_detail::Segment& seg : segments) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
       if (offsets != nullptr) offsets->push_back({seg.begin, seg.end});
       continue;
     }
-    const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
-    if (offsets == nullptr) {
-      spm_ids.clear();
-      // Encoding fails only on an internal error of the library (a bad model is refused at
-      // load); an empty result is then the honest answer.
-      if (!sp_->Encode(piece, &spm_ids).ok()) continue;
-      for (int id : spm_ids) ids.push_back(spm_to_id_[id]);
-      continue;
-    }
-    sentencepiece::ImmutableSentencePieceText spt;
-    if (!sp_->Encode(piece, spt.mutable_proto()).ok()) continue;
-    for (const auto& p : spt.pieces()) {
-      ids.push_back(spm_to_id_[p.id()]);
-      offsets->push_back({seg.begin + p.begin(), seg.begin + p.end()});
+    encode_text(work.substr(seg.begin, seg.end - seg.begin), seg.begin, ids, offsets);
+  }
+  if (lowercase_ && offsets != nullptr) {
+    // Offsets into the lowercased text -> the original characters they came from.
+    const auto size = static_cast<std::uint32_t>(text.size());
+    for (std::size_t i = first_offset; i < offsets->size(); ++i) {
+      TokenOffset& o = (*offsets)[i];
+      const std::uint32_t begin = o.begin < origin.size() ? origin[o.begin].begin : size;
+      const std::uint32_t end = o.end > o.begin ? origin[o.end - 1].end : begin;
+      o = {begin, end};
     }
   }
 }

@@ -1,4 +1,5 @@
-// tokenizer.json (Unigram or BPE model, Metaspace pre-tokenizer, Precompiled normalizer) turned
+// tokenizer.json (Unigram or BPE model, Metaspace pre-tokenizer, Precompiled normalizer, and
+// DebertaV2Converter's Strip, Lowercase and [CLS] A [SEP] B [SEP] template) turned
 // back into the SentencePiece model it was converted from: the pieces (with Unigram's scores, or
 // for BPE score = -id: SentencePiece's BPE merges the highest-scored piece first and its pieces
 // are stored by descending score), the normalizer's precompiled charsmap and its whitespace
@@ -7,6 +8,7 @@
 // normalization and segmentation are the library's own.
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -87,8 +89,10 @@ const char* type_of(const Json& obj) {
 }
 
 // The charsmap of a Precompiled normalizer (alone, or in a Sequence with the Replace of runs of
-// spaces that newer converters add); "" for no normalizer.
-std::string precompiled_charsmap(const Json& normalizer, const std::string& path) {
+// spaces that newer converters add, DebertaV2Converter's Strip and, with do_lower_case, its
+// Lowercase, which sets lowercase); "" for no normalizer.
+std::string precompiled_charsmap(const Json& normalizer, const std::string& path, bool& lowercase) {
+  lowercase = false;
   if (normalizer.is_null()) return "";
   std::vector<Json> parts;
   if (normalizer.value("type", std::string()) == "Sequence" && normalizer.contains("normalizers") &&
@@ -107,9 +111,14 @@ std::string precompiled_charsmap(const Json& normalizer, const std::string& path
     } else if (type == "Replace" && n.contains("pattern") &&
                n["pattern"].value("Regex", std::string()) == " {2,}") {
       // Runs of spaces -> one: SentencePiece's remove_extra_whitespaces does the same.
+    } else if (type == "Strip" && n.value("strip_left", true) && n.value("strip_right", true)) {
+      // Whitespace at both ends: remove_extra_whitespaces drops it too (after the charsmap has
+      // made the Unicode spaces plain ones).
+    } else if (type == "Lowercase") {
+      lowercase = true;
     } else {
       throw_error(path, ": normalizer ", type_of(n),
-                  " is not supported with a SentencePiece model (Precompiled only)");
+                  " is not supported with a SentencePiece model (Precompiled, Strip, Lowercase)");
     }
   }
   return charsmap;
@@ -128,6 +137,13 @@ void check_metaspace(const Json& pre, const std::string& path) {
   for (const Json& p : parts) {
     const std::string type = p.is_object() ? p.value("type", std::string()) : "";
     if (type == "WhitespaceSplit") continue;
+    if (type == "Punctuation") {
+      // DebertaV2Converter's split_by_punct: the fast tokenizer then gives "\u2581" tokens of
+      // its own before punctuation, which DebertaV2Tokenizer does not.
+      throw_error(path,
+                  ": pre_tokenizer Punctuation (DeBERTa's split_by_punct) is not supported in "
+                  "tokenizer.json; give the folder's spm.model (DebertaV2Tokenizer) instead");
+    }
     if (type == "Metaspace" && p.value("replacement", std::string()) == "\u2581" &&
         (p.value("add_prefix_space", false) ||
          p.value("prepend_scheme", std::string()) == "always")) {
@@ -141,6 +157,29 @@ void check_metaspace(const Json& pre, const std::string& path) {
   if (!metaspace) throw_error(path, ": pre_tokenizer has no Metaspace");
 }
 
+// BERT's template ([CLS] $A [SEP] $B [SEP], DebertaV2Converter's) when the post_processor is a
+// TemplateProcessing with one special token between A and B; RoBERTa's otherwise (XLM-R's
+// converter writes two, RobertaProcessing is RoBERTa's, and no post_processor was the older
+// files' way).
+bool bert_template(const Json& post) {
+  if (!post.is_object() || post.value("type", std::string()) != "TemplateProcessing" ||
+      !post.contains("pair") || !post["pair"].is_array()) {
+    return false;
+  }
+  int between = -1;  // special tokens seen after $A and before $B
+  for (const Json& part : post["pair"]) {
+    if (!part.is_object()) return false;
+    if (part.contains("Sequence")) {
+      const std::string id = part["Sequence"].value("id", std::string());
+      if (id == "A") between = 0;
+      if (id == "B") return between == 1;
+    } else if (part.contains("SpecialToken") && between >= 0) {
+      ++between;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_json(
@@ -150,6 +189,8 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
   bool bpe = false;
   std::vector<tokenizer_detail::AddedToken> added;
   std::string charsmap;
+  bool lowercase = false, deberta = false;
+  std::size_t model_pieces = 0;  // the model's own pieces (added tokens may follow)
   try {
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
       throw_error(path, ": no \"model\" object");
@@ -157,7 +198,8 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
     const Json& m = j["model"];
     const std::string type = m.value("type", std::string(m.contains("merges") ? "BPE" : "Unigram"));
     check_metaspace(j.value("pre_tokenizer", Json()), path);
-    charsmap = precompiled_charsmap(j.value("normalizer", Json()), path);
+    charsmap = precompiled_charsmap(j.value("normalizer", Json()), path, lowercase);
+    deberta = bert_template(j.value("post_processor", Json()));
     std::int64_t unk = -1;
     if (type == "Unigram") {
       if (!m.contains("vocab") || !m["vocab"].is_array() || m["vocab"].empty()) {
@@ -204,6 +246,7 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
       throw_error(path, ": the model has no unknown piece (model.unk_id / model.unk_token)");
     }
     pieces[static_cast<std::size_t>(unk)].type = kUnknown;
+    model_pieces = pieces.size();
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
       for (std::size_t i = 0; i < j["added_tokens"].size(); ++i) {
         const Json& a = j["added_tokens"][i];
@@ -254,7 +297,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
   put_int(normalizer, 5, 1);  // escape_whitespaces (Metaspace's "▁")
   put_bytes(proto, 3, normalizer);
 
-  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
+  std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer(
+      deberta ? TokenizerKind::kDebertaSentencePiece : TokenizerKind::kSentencePiece,
+      deberta ? PairTemplate::kBert : PairTemplate::kRoberta));
   t->mapping_ = FairseqMapping::kNone;
   t->offset_ = 0;
   t->load_proto(proto, path);
@@ -263,8 +308,15 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
   t->spm_to_id_.resize(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) t->spm_to_id_[i] = i;
   for (const auto& a : added) t->added_.add(a);
+  t->lowercase_ = lowercase;
+  // The added tokens are matched before the normalizer: kept as written when lowercasing.
+  for (const auto& a : added) t->keep_case_.push_back(a.content);
+  std::sort(t->keep_case_.begin(), t->keep_case_.end());
+  // DeBERTa's added tokens: those past the model's pieces ([MASK]).
+  t->first_added_id_ = static_cast<std::int32_t>(model_pieces);
 
-  // The special tokens' strings from config_dir (XLMRobertaTokenizerFast's defaults otherwise).
+  // The special tokens' strings from config_dir (XLMRobertaTokenizerFast's or
+  // DebertaV2TokenizerFast's defaults otherwise).
   const std::string config_path = join_path(config_dir, "tokenizer_config.json");
   const std::string map_path = join_path(config_dir, "special_tokens_map.json");
   Json config = Json::object(), special_map = Json::object();
@@ -273,15 +325,16 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_tokenizer_j
     special_map = tokenizer_detail::optional_json_object(map_path);
   }
   const std::pair<tokenizer_detail::SpecialTokenRule, std::int32_t*> specs[] = {
-      {{"unk_token", "<unk>", true, false}, &t->special_.unk},
-      {{"sep_token", "</s>", true, false}, &t->special_.sep},
-      {{"pad_token", "<pad>", true, false}, &t->special_.pad},
-      {{"cls_token", "<s>", true, false}, &t->special_.cls},
-      {{"mask_token", "<mask>", true, true}, &t->special_.mask}};
+      {{"unk_token", deberta ? "[UNK]" : "<unk>", true, false}, &t->special_.unk},
+      {{"sep_token", deberta ? "[SEP]" : "</s>", true, false}, &t->special_.sep},
+      {{"pad_token", deberta ? "[PAD]" : "<pad>", true, false}, &t->special_.pad},
+      {{"cls_token", deberta ? "[CLS]" : "<s>", true, false}, &t->special_.cls},
+      {{"mask_token", deberta ? "[MASK]" : "<mask>", true, true}, &t->special_.mask}};
   for (const auto& [rule, out] : specs) {
     const auto r =
         tokenizer_detail::resolve_special_token(rule, config, config_path, special_map, map_path);
     *out = t->sp_->PieceToId(r.content);
+    t->special_strings_.push_back(r.content);
   }
   t->source_files_ = {path};
   return t;

@@ -1,8 +1,8 @@
 // The tokenizer interface every caller (data, task, serve, the CLI) uses: ids and byte offsets of
 // a text, single and pair encoding with the family's template and longest_first truncation, the
 // special ids and the largest id, and ids back to text (decode, decode.cc). Implementations:
-// WordPiece (wordpiece.h), byte-level BPE (bpe.h) and SentencePiece (sentencepiece.h);
-// load_tokenizer picks one from a model folder.
+// WordPiece (wordpiece.h), byte-level BPE (bpe.h) and SentencePiece (sentencepiece.h: XLM-R's,
+// CamemBERT's and DeBERTa's); load_tokenizer picks one from a model folder.
 //
 // Offsets are BYTE offsets [begin, end) into the UTF-8 text the caller passed (Hugging Face's
 // fast tokenizers give character offsets; byte_to_char_offsets converts). Special tokens of a
@@ -44,6 +44,7 @@ const char* tokenizer_kind_name(TokenizerKind kind);
 // How special tokens frame one or two texts.
 //   kBert:    [CLS] A [SEP] (B [SEP]); token types 0 for [CLS] A [SEP], 1 for B [SEP].
 //   kRoberta: <s> A </s> (</s> B </s>); token types all 0 (RoBERTa, XLM-R, CamemBERT).
+// (DeBERTa uses kBert with its own [CLS]/[SEP] ids.)
 enum class PairTemplate { kBert, kRoberta };
 
 struct SpecialIds {
@@ -157,19 +158,21 @@ class Tokenizer {
 // (tokenizer_class) or config.json (model_type):
 //   vocab.txt -> WordPiece; vocab.json + merges.txt -> byte-level BPE;
 //   sentencepiece.bpe.model -> SentencePiece (XLM-R's ids, or CamemBERT's for CamembertTokenizer
-//   / model_type camembert); else tokenizer.json by model.type (WordPiece; BPE with ByteLevel;
-//   Unigram or BPE with Metaspace and Precompiled -> SentencePiece with tokenizer.json's ids).
+//   / model_type camembert); spm.model -> DeBERTa's SentencePiece (DebertaV2Tokenizer /
+//   model_type deberta-v2, which also take tokenizer.json when there is no spm.model); else
+//   tokenizer.json by model.type (WordPiece; BPE with ByteLevel; Unigram or BPE with Metaspace
+//   and Precompiled -> SentencePiece with tokenizer.json's ids, DeBERTa's with its template).
 // Throws Error naming the folder and the files it looked for, or the file and key at fault.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
-// A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json, or a
-// sentencepiece .model (XLM-R ids).
+// A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json, spm.model
+// (DeBERTa's ids and template, no folder settings) or another sentencepiece .model (XLM-R ids).
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path);
 
 // The tokenizer files of model_dir that a saved model carries so that transformers'
 // AutoTokenizer loads it: every one of vocab.txt, vocab.json, merges.txt, tokenizer.json,
-// sentencepiece.bpe.model, tokenizer_config.json, special_tokens_map.json, added_tokens.json
-// present. copy_tokenizer_files copies them unchanged into dest_dir (created if missing) and
-// returns the names copied; throws Error naming the file on failure.
+// sentencepiece.bpe.model, spm.model, tokenizer_config.json, special_tokens_map.json,
+// added_tokens.json present. copy_tokenizer_files copies them unchanged into dest_dir (created if
+// missing) and returns the names copied; throws Error naming the file on failure.
 std::vector<std::string> tokenizer_file_names(const std::string& model_dir);
 std::vector<std::string> copy_tokenizer_files(const std::string& model_dir,
                                               const std::string& dest_dir);

@@ -4,6 +4,7 @@
 // column name) gives a one-line error and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -28,8 +29,10 @@ TEST(TokenizeCli, EncodesPairsAsTheGoldenIds) {
 }
 
 // Every MRPC dev pair through `tokenize --model DIR` (or --tokenizer FILE) equals the golden
-// RobertaTokenizer / XLMRobertaTokenizer ids of ../shared/golden/tokenizer-families.
-void expect_family_golden(const std::string& source, const std::string& golden_file) {
+// RobertaTokenizer / XLMRobertaTokenizer / DebertaV2Tokenizer ids of
+// ../shared/golden/tokenizer-families; token types are zeros, or BERT's 0/1 with bert_types.
+void expect_family_golden(const std::string& source, const std::string& golden_file,
+                          bool bert_types = false) {
   RunResult r = run_bertfit("tokenize " + source + " --input " + shared_dir() +
                             "/data/glue/MRPC/dev.tsv --text-a-column 3 --text-b-column 4"
                             " --max-seq-len 128");
@@ -42,7 +45,13 @@ void expect_family_golden(const std::string& source, const std::string& golden_f
     const auto want = nlohmann::json::parse(golden.substr(g, ge - g));
     const auto got = nlohmann::json::parse(r.out.substr(o, oe - o));
     EXPECT_EQ(got["input_ids"], want["input_ids"]) << source << " row " << rows;
-    EXPECT_EQ(got["token_type_ids"], nlohmann::json(std::vector<int>(want["input_ids"].size(), 0)));
+    std::vector<int> types(want["input_ids"].size(), 0);
+    if (bert_types) {  // 1 after the first [SEP] (id 2)
+      const auto ids = want["input_ids"].get<std::vector<int>>();
+      const auto sep = std::find(ids.begin(), ids.end(), 2);
+      for (auto it = sep + 1; sep != ids.end() && it < ids.end(); ++it) types[it - ids.begin()] = 1;
+    }
+    EXPECT_EQ(got["token_type_ids"], nlohmann::json(types)) << source << " row " << rows;
     g = ge + 1;
     o = oe + 1;
     ++rows;
@@ -59,6 +68,18 @@ TEST(TokenizeCli, RobertaAndXlmRobertaTokenizersMatchTheGoldenIds) {
   expect_family_golden("--model " + shared_dir() + "/data/spm", "spm-MRPC-dev.jsonl");
   expect_family_golden("--tokenizer " + shared_dir() + "/data/spm/sentencepiece.bpe.model",
                        "spm-MRPC-dev.jsonl");
+}
+
+// DeBERTa-v3: the golden model's folder (spm.model and its settings files, no family needed to
+// tokenize), spm.model alone, and the fast tokenizer's tokenizer.json converted from it.
+TEST(TokenizeCli, DebertaTokenizerMatchesTheGoldenIds) {
+  expect_family_golden("--model " + shared_dir() + "/golden/deberta-v3-tiny/model",
+                       "deberta-spm-MRPC-dev.jsonl", true);
+  expect_family_golden("--tokenizer " + shared_dir() + "/data/deberta-spm/spm.model",
+                       "deberta-spm-MRPC-dev.jsonl", true);
+  expect_family_golden(
+      "--tokenizer " + std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/deberta/tokenizer.json",
+      "deberta-spm-MRPC-dev.jsonl", true);
 }
 
 void expect_clean_failure(const std::string& args, const std::string& needle) {
