@@ -86,6 +86,11 @@ RowRange row_range(const RelativeScores& rel, int T, int Q, int K) {
   return r;
 }
 
+// The most rows any task's range holds: that of every distance of T tokens. Not 2T-1: bucketed
+// distances may skip rows (buckets wider than the distances they stand for when
+// max_relative_positions is below the bucket count), so the range can exceed the distances.
+int max_rows(const RelativeScores& rel, int T) { return row_range(rel, T, T, T).count(); }
+
 // Per-head bounds as attention.cc's make_head: keys past the last real one skipped, queries
 // past it when unpadded, at most max_queries.
 template <class E>
@@ -257,7 +262,7 @@ void forward_impl(float* out, float* probs, const E* qkv, const std::int32_t* ma
   check_relative(s, mask, rel);
   const int D = s.C / s.H;
   const Dropout drop0 = detail::make_dropout(p, key);
-  const int R = std::min(rel.P, 2 * s.T - 1);
+  const int R = max_rows(rel, s.T);
   parallel_tasks(
       static_cast<std::int64_t>(s.B) * s.H, [&] { return rel_scratch(s.T, D, R); },
       [&](std::int64_t task, RelScratch* sc) {
@@ -280,7 +285,7 @@ void backward_impl(float* dqkv, const float* dout, const E* qkv, const float* pr
         "relative attention backward without the projections' gradients");
   const int D = s.C / s.H;
   const Dropout drop0 = detail::make_dropout(p, key);
-  const int R = std::min(rel.P, 2 * s.T - 1);
+  const int R = max_rows(rel, s.T);
   parallel_tasks(
       s.H, [&] { return rel_scratch(s.T, D, R); },
       [&](std::int64_t h, RelScratch* sc) {

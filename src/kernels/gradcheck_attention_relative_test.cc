@@ -20,11 +20,13 @@ namespace {
 using namespace bertfit::testing;
 
 // Row tables for T tokens and P rows: distance d -> clamp(f(d) + P/2, 0, P-1), with f the
-// identity, or (log_like) a non-linear step beyond |d| > 2 as DeBERTa's log buckets are.
-std::vector<std::int32_t> rows_table(int T, int P, bool log_like) {
+// identity, or (log_like) a non-linear step beyond |d| > 2 as DeBERTa's log buckets are, or
+// (spread) 3d: rows skipped, as log buckets do when max_relative_positions is below the bucket
+// count (the rows reached then outnumber the distances).
+std::vector<std::int32_t> rows_table(int T, int P, bool log_like, bool spread = false) {
   std::vector<std::int32_t> t(2 * T - 1);
   for (int d = -(T - 1); d <= T - 1; ++d) {
-    int f = d;
+    int f = spread ? 3 * d : d;
     if (log_like && (d > 2 || d < -2)) f = (d > 0 ? 1 : -1) * (2 + (std::abs(d) - 1) / 2);
     t[d + T - 1] = std::clamp(f + P / 2, 0, P - 1);
   }
@@ -36,6 +38,7 @@ struct Case {
   int P;
   bool c2p, p2c, log_like;
   float p;
+  bool spread = false;
 };
 
 void check_relative(const Case& c, const std::vector<std::int32_t>& mask) {
@@ -53,8 +56,8 @@ void check_relative(const Case& c, const std::vector<std::int32_t>& mask) {
   const std::vector<float> qkvf = random_floats(rng, n_qkv, -1, 1);
   const std::vector<float> posf = random_floats(rng, n_pos, -1, 1);
   const std::vector<float> gf = random_floats(rng, n_out, -1, 1);
-  const std::vector<std::int32_t> c2p = rows_table(s.T, c.P, c.log_like);
-  std::vector<std::int32_t> p2c = rows_table(s.T, c.P, c.log_like);
+  const std::vector<std::int32_t> c2p = rows_table(s.T, c.P, c.log_like, c.spread);
+  std::vector<std::int32_t> p2c = rows_table(s.T, c.P, c.log_like, c.spread);
   // p2c's table independent of c2p's (the kernel must not assume they are equal).
   for (auto& r : p2c) r = std::max(0, r - 1);
   const double scale = 1.0 / std::sqrt((s.C / s.H) * (1.0 + c.c2p + c.p2c));
@@ -159,6 +162,8 @@ TEST(GradCheck, RelativeAttentionClampedRowsAndLogSteps) {
   check_relative({{2, 9, 8, 2}, 4, true, true, true, 0.0f}, mask);
   // Many rows, few reached (P = 40 for T = 9).
   check_relative({{2, 9, 8, 2}, 40, true, true, true, 0.0f}, mask);
+  // Rows skipped: distances up to ±8 reach rows 20 ± 24 of 40 (more rows than distances).
+  check_relative({{2, 9, 8, 2}, 40, true, true, false, 0.0f, /*spread=*/true}, mask);
 }
 
 TEST(GradCheck, RelativeAttentionFirstQueryOnlyAndUnpadded) {

@@ -46,6 +46,8 @@ class SequenceClassifierHead final : public Head {
     if (bf16) {
       grow(h.x_bf16, BC);
       grow(h.drop_bf16, BC);
+      // The dense product's output gradient in bf16 (B, W): W may exceed the layers' widths.
+      if (training) grow(a.dy_bf16, BC);
     }
   }
 

@@ -10,7 +10,9 @@
 //   byte-level BPE: vocab.json with those ids and merges.txt with the merges "Ġ a" .. "Ġ z";
 //   SentencePiece: a BPE ModelProto (sentencepiece.bpe.model) written here in the protobuf wire
 //   format: spm ids <unk>=0 <s>=1 </s>=2 ▁=3 a..z=4..29 ▁a..▁z=30..55, which XLM-R's fairseq
-//   mapping (spm id + 1, <mask> after the last) turns into the layout above.
+//   mapping (spm id + 1, <mask> after the last) turns into the layout above;
+//   DeBERTa's SentencePiece: spm.model with the model's own [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3
+//   pieces first (its ids are the spm ids), [MASK]=57 in added_tokens.json.
 // A pre-split word (token classification) is tokenized alone with a space before it (byte-level
 // BPE's add_prefix_space, SentencePiece's dummy prefix): "qz" is Ġq z / ▁q z, a marked letter
 // then unmarked ones.
@@ -19,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "cli_util.h"
 
@@ -85,9 +89,9 @@ void float_field(std::string& out, int field, float f) {
   for (int i = 0; i < 4; ++i) out += static_cast<char>(bits >> (8 * i) & 0xff);
 }
 
-std::string write_sentencepiece(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3 };
+// A BPE ModelProto over the pieces `specials` (with their types), then ▁ and the letters.
+enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3 };
+std::string sentencepiece_model(const std::vector<std::pair<std::string, PieceType>>& specials) {
   std::string model;
   int pieces = 0;
   auto piece = [&](const std::string& text, PieceType type) {
@@ -98,9 +102,7 @@ std::string write_sentencepiece(const std::string& dir) {
     bytes_field(model, 1, p);  // ModelProto.pieces = 1
   };
   const std::string space = "\xE2\x96\x81";  // ▁, SentencePiece's space
-  piece("<unk>", kUnknown);
-  piece("<s>", kControl);
-  piece("</s>", kControl);
+  for (const auto& [text, type] : specials) piece(text, type);
   piece(space, kNormal);
   for (int id = kFirstLetter; id < kLetterMask; ++id) piece(token(id, space), kNormal);
   std::string trainer;  // TrainerSpec.model_type = 3: BPE = 2
@@ -110,7 +112,30 @@ std::string write_sentencepiece(const std::string& dir) {
   bytes_field(normalizer, 1, "identity");  // remove_extra_whitespaces = 4, escape_whitespaces = 5
   for (int field : {3, 4, 5}) varint_field(normalizer, field, 1);
   bytes_field(model, 3, normalizer);
-  write_text(dir + "/sentencepiece.bpe.model", model);
+  return model;
+}
+
+std::string write_sentencepiece(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  write_text(dir + "/sentencepiece.bpe.model",
+             sentencepiece_model({{"<unk>", kUnknown}, {"<s>", kControl}, {"</s>", kControl}}));
+  return dir;
+}
+
+// DeBERTa-v3's convention: the model's own [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3 pieces, then ▁ 4 and
+// the letters as above; [MASK]=57 from added_tokens.json.
+std::string write_deberta_sentencepiece(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  write_text(
+      dir + "/spm.model",
+      sentencepiece_model(
+          {{"[PAD]", kControl}, {"[CLS]", kControl}, {"[SEP]", kControl}, {"[UNK]", kUnknown}}));
+  write_text(dir + "/added_tokens.json", R"({"[MASK]": 57})");
+  write_text(dir + "/tokenizer_config.json",
+             R"({"tokenizer_class": "DebertaV2Tokenizer", "do_lower_case": false,)"
+             R"( "split_by_punct": false, "bos_token": "[CLS]", "eos_token": "[SEP]",)"
+             R"( "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",)"
+             R"( "unk_token": "[UNK]", "mask_token": "[MASK]"})");
   return dir;
 }
 
@@ -155,12 +180,34 @@ const MatrixVocabulary kSentencePiece{.cls = 0,
                                       .text = letter_text,
                                       .write = write_sentencepiece};
 
+const MatrixVocabulary kDebertaSentencePiece{.cls = 1,
+                                             .sep = 2,
+                                             .pad = 0,
+                                             .size = kLetterMask + 1,
+                                             .first_lo = kFirstMarked,
+                                             .first_hi = kLetterMask - 1,
+                                             .word_lo = kFirstLetter,
+                                             .word_hi = kLetterMask - 1,
+                                             .split_lo = kFirstMarked,
+                                             .split_hi = kLetterMask - 1,
+                                             .piece_lo = kFirstLetter,
+                                             .piece_hi = kFirstMarked - 1,
+                                             .text = letter_text,
+                                             .write = write_deberta_sentencepiece};
+
 const MatrixConfigKeys kDistilBertKeys{
     "n_layers",   "dim",        "n_heads",
     "hidden_dim", "activation", {"dropout", "attention_dropout", "seq_classif_dropout"}};
 const MatrixConfigKeys kBertKeys{
     "num_hidden_layers", "hidden_size", "num_attention_heads",
     "intermediate_size", "hidden_act",  {"hidden_dropout_prob", "attention_probs_dropout_prob"}};
+const MatrixConfigKeys kDebertaKeys{
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    {"hidden_dropout_prob", "attention_probs_dropout_prob", "pooler_dropout"}};
 
 }  // namespace
 
@@ -172,6 +219,9 @@ const std::vector<MatrixFamily>& matrix_families() {
       {"xlm-roberta", kBertKeys, kSentencePiece, 1},
       // ElectraConfig's embedding_size 128 projected to the case's odd hidden size.
       {"electra", kBertKeys, kWordPiece, 2},
+      // deberta-v3-base's shape: relative attention (256 buckets), no absolute positions, no
+      // token types, the ContextPooler.
+      {"deberta-v2", kDebertaKeys, kDebertaSentencePiece, 0},
   };
   return families;
 }

@@ -1,5 +1,5 @@
 // A fresh folder under the system temp directory for one test, removed with everything in it
-// when the test's TempDir goes.
+// when the test's TempDir goes (kept when BERTFIT_KEEP_TEST_DIRS is set, to debug a failure).
 #pragma once
 
 #include <stdlib.h>
@@ -18,6 +18,7 @@ class TempDir {
     path_ = pattern;
   }
   ~TempDir() {
+    if (std::getenv("BERTFIT_KEEP_TEST_DIRS") != nullptr) return;
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

@@ -33,7 +33,6 @@ void deberta_defaults(ModelConfig& c) {
                 .c2p = true,
                 .p2c = true,
                 .layer_norm = true};
-  c.pooler_hidden = c.hidden;
   c.pooler_activation = Activation::kGelu;
   c.pooler_dropout = 0.0;
 }
@@ -120,7 +119,7 @@ void read_deberta_keys(const ConfigReader& r, ModelConfig& c) {
                 ": position_biased_input false needs relative_attention true (the "
                 "model would have no positions)");
   }
-  c.pooler_hidden = r.integer_or("pooler_hidden_size", c.hidden, 1);
+  c.pooler_hidden = r.integer_or("pooler_hidden_size", 0, 1);  // absent: hidden_size
   c.pooler_activation = r.activation_or("pooler_hidden_act", Activation::kGelu);
   c.pooler_dropout = r.probability_or("pooler_dropout", 0.0);
 }
@@ -139,7 +138,7 @@ void write_deberta_keys(const ModelConfig& c, nlohmann::json& j) {
   j["pos_att_type"] = types;
   j["share_att_key"] = true;
   j["norm_rel_ebd"] = c.relative.layer_norm ? "layer_norm" : "none";
-  j["pooler_hidden_size"] = c.pooler_dim();
+  if (c.pooler_hidden > 0) j["pooler_hidden_size"] = c.pooler_hidden;
   j["pooler_hidden_act"] = activation_name(c.pooler_activation.value_or(Activation::kGelu));
   j["pooler_dropout"] = std::max(0.0, c.pooler_dropout);
   if (c.classifier_dropout != c.hidden_dropout) j["cls_dropout"] = c.classifier_dropout;
