@@ -19,7 +19,8 @@ struct BenchScalingOptions {
   double backward_fraction = 0.6;
   double comm_cpu = 0;
   double cores_per_node = 32;
-  std::int64_t touched_rows = 3000;
+  std::int64_t touched_rows = 583;  // MRPC: a batch of 32 pairs, median of 20 (PERFORMANCE.md)
+  double touched_exponent = 0.66;   // MRPC: 9079 rows for 64 such batches
   std::int64_t params = 0;
   std::int64_t embedding_rows = 0;
   std::int64_t embedding_width = 0;

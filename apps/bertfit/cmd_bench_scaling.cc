@@ -58,6 +58,9 @@ FlagTable bench_scaling_flags(BenchScalingOptions& s) {
        &s.cores_per_node},
       {"--touched-rows", "scaling: word-embedding rows one node's batch touches per step",
        &s.touched_rows},
+      {"--touched-exponent",
+       "scaling: rows N nodes touch = --touched-rows x N^this (1: no token shared between nodes)",
+       &s.touched_exponent},
       {"--params",
        "scaling: gradient length instead of the model's (with --embedding-rows/--embedding-width)",
        &s.params},
@@ -98,6 +101,7 @@ void run_bench_scaling(const BenchScalingOptions& s, const ModelFamily& arch,
   in.compute_s = s.compute_s;
   in.backward_fraction = s.backward_fraction;
   in.touched_rows_per_node = s.touched_rows;
+  in.touched_exponent = s.touched_exponent;
   in.wire_bytes = s.wire_bf16 ? 2 : 4;
   in.bucket_bytes = s.bucket_mb * 1e6;
   in.link_gbit = s.link_gbit;
@@ -127,6 +131,8 @@ void run_bench_scaling(const BenchScalingOptions& s, const ModelFamily& arch,
                    {"overlap", in.overlap},
                    {"comm_cpu_core_s_per_gb", in.comm_cpu_core_s_per_gb},
                    {"cores_per_node", in.cores_per_node},
+                   {"touched_rows", in.touched_rows_per_node},
+                   {"touched_exponent", in.touched_exponent},
                    {"wire", s.wire_bf16 ? "bf16" : "fp32"},
                    {"points", rows}};
   std::printf("%s\n", j.dump().c_str());

@@ -32,6 +32,9 @@ void check_inputs(const ScalingInputs& in) {
     throw_error("the sparse head of ", in.head_rows, " x ", in.head_width,
                 " does not fit a gradient of ", in.params);
   }
+  if (!(in.touched_exponent >= 0 && in.touched_exponent <= 1)) {
+    throw_error("--touched-exponent must be in [0, 1], got ", in.touched_exponent);
+  }
   if (in.touched_rows_per_node < 0) {
     throw_error("--touched-rows must be >= 0, got ", in.touched_rows_per_node);
   }
@@ -47,8 +50,9 @@ ScalingPoint predict_scaling(const ScalingInputs& in, int nodes) {
   const double n = nodes;
   const double head_floats = static_cast<double>(in.head_rows) * in.head_width;
   const double dense_bytes = (static_cast<double>(in.params) - head_floats) * in.wire_bytes;
-  const double touched = std::min<double>(static_cast<double>(in.head_rows),
-                                          static_cast<double>(in.touched_rows_per_node) * n);
+  const double touched = std::min<double>(
+      static_cast<double>(in.head_rows),
+      std::round(static_cast<double>(in.touched_rows_per_node) * std::pow(n, in.touched_exponent)));
   const double head_bytes = touched * in.head_width * in.wire_bytes;
   const double flag_bytes = in.head_rows > 0 ? static_cast<double>(in.head_rows) * 4 : 0;
   p.payload_mb = (dense_bytes + head_bytes) / 1e6;

@@ -7,8 +7,9 @@
 // Per step on N nodes (ring all-reduce, which Open MPI's non-blocking all-reduce uses here:
 // comm/mpi_runtime.cc; each of the 2(N-1) rounds of every bucket pays the latency once):
 //   bytes_dense = (params - rows * width) * wire bytes;   head = touched(N) * width * wire bytes
-//   touched(N)  = min(rows, touched_rows_per_node * N)     (no token shared between nodes: an
-//                                                           upper bound)
+//   touched(N)  = min(rows, touched_rows_per_node * N^touched_exponent)   (the rows N nodes'
+//                 batches touch together: Heaps' law; exponent 1 is the upper bound where no
+//                 two nodes share a token; MRPC's batches of 32 fit 0.66)
 //   flags       = rows * 4 bytes (the touched-row flags, started before backward: hidden)
 //   ar(b)       = 2 (N-1)/N * b / bandwidth + 2 (N-1) * latency * ceil(b / bucket)
 //   hidden      = min(overlap * ar(bytes_dense), backward_fraction * compute)
@@ -31,6 +32,7 @@ struct ScalingInputs {
   std::int64_t head_rows = 0;              // row-sparse head (0: none): rows x width floats
   std::int64_t head_width = 0;             // ... of params
   std::int64_t touched_rows_per_node = 0;  // head rows one node's batch touches per step
+  double touched_exponent = 1;             // growth of the touched rows with nodes (<= 1)
   double wire_bytes = 4;                   // 4 (fp32) or 2 (bf16 on the wire)
   double bucket_bytes = 8e6;               // --bucket-mb
   double link_gbit = 25;                   // per-node link, Gbit/s

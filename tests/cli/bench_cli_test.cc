@@ -147,9 +147,14 @@ TEST(BenchScalingCli, EachTermOfTheModel) {
   // bytes, never hidden; the dense rest (9e5 floats) is hidden whole.
   j = run_bench(base +
                 " --latency-us 0 --overlap 1 --embedding-rows 1000 --embedding-width 100"
-                " --touched-rows 10");
+                " --touched-rows 10 --touched-exponent 1");
   EXPECT_NEAR(j["points"][1]["exposed_s"].get<double>(), 8000 / 1.25e8, 1e-12);
   EXPECT_NEAR(j["points"][1]["payload_mb"].get<double>(), (9e5 * 4 + 8000) / 1e6, 1e-12);
+  // Nodes share tokens: with exponent 0.5, 4 nodes touch 10 * 2 = 20 rows, not 40.
+  j = run_bench(base +
+                " --latency-us 0 --overlap 1 --embedding-rows 1000 --embedding-width 100"
+                " --touched-rows 10 --touched-exponent 0.5");
+  EXPECT_NEAR(j["points"][2]["exposed_s"].get<double>(), 1.5 * 8000 / 1.25e8, 1e-12);
 }
 
 // The gradient's size comes from the architecture's layout: DistilBERT-base with a 2-label head
