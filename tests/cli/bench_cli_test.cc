@@ -174,6 +174,23 @@ TEST(BenchScalingCli, SizesFromTheArchitecture) {
   }
 }
 
+// A --model folder's own sizes: the tiny DistilBERT (dim 32) keeps the 30522-row vocabulary,
+// so its gradient is the 30522 x 32 word embedding plus the rest, and refuses --params beside it.
+TEST(BenchScalingCli, SizesFromAModelFolder) {
+  TempDir tmp;
+  init_tiny_model(tmp / "m");
+  nlohmann::json j = run_bench("scaling --model " + (tmp / "m") + " --compute-s 1 --nodes 2");
+  EXPECT_EQ(j["model"], tmp / "m");
+  EXPECT_EQ(j["embedding_rows"], 30522);
+  EXPECT_EQ(j["embedding_width"], 32);
+  EXPECT_GT(j["params"].get<std::int64_t>(), 30522 * 32);
+  EXPECT_LT(j["params"].get<std::int64_t>(), 30522 * 32 + 512 * 32 + 100000);
+  RunResult r =
+      run_bertfit("bench scaling --model " + (tmp / "m") + " --params 1000 --compute-s 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--params and --model"), std::string::npos) << r.err;
+}
+
 TEST(BenchScalingCli, RefusesInputsOutOfRange) {
   const std::string base = "bench scaling --params 1000 ";
   for (auto [args, needle] :
