@@ -60,18 +60,21 @@ work=$(mktemp -d /tmp/bertfit-scaling.XXXXXX)
 trap 'scripts/cluster down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 $bertfit init --arch distilbert --output "$work/model" --seed 42 >/dev/null
 
-# Median step time (s) and median exposed communication per step (s) of a run's metrics.jsonl,
-# skipping the first (warm-up) step.
+# Median step time (s), median exposed communication per step (s) and median communication CPU
+# per step (core-s, rank 0's comm thread) of a run's metrics.jsonl, skipping the first (warm-up)
+# step.
 median_step() {
   python3 -c '
 import json, statistics, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "step_seconds" in r and r["step"] > 1]
 t = statistics.median(r["step_seconds"] for r in rows)
-c = [b["exposed_comm_s"] - a["exposed_comm_s"] for a, b in zip(rows, rows[1:]) if "exposed_comm_s" in b]
-print(t, statistics.median(c) if c else 0.0)' "$1"
+def per_step(key):
+    d = [b[key] - a[key] for a, b in zip(rows, rows[1:]) if key in b]
+    return statistics.median(d) if d else 0.0
+print(t, per_step("exposed_comm_s"), per_step("comm_cpu_s"))' "$1"
 }
 
-run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s"
+run_nodes() {  # N RATE -> prints "median-step-s median-exposed-comm-s median-comm-cpu-s"
   local n=$1 r=$2 out="$work/n$1-$2"
   rm -rf "$out"  # repeats reuse the name; bertfit refuses an occupied --output
   scripts/cluster up "$n" --rate "$r" --cpus-per-node "$cpus" >&2
@@ -100,7 +103,7 @@ run_colocated() {  # N -> prints the mean over nodes of each node's median step 
 }
 
 echo "$(date -u) · $(nproc) cores · $cpus core(s) per node · $precision · wire $wire · padding ${padding:-dynamic} · $repeats pair(s) · $extra" >&2
-read -r t1 _ < <(run_nodes 1 100gbit)
+read -r t1 _ _ < <(run_nodes 1 100gbit)
 results=()  # "N F RATE T COMM TC T1 SPEEDUPS" per configuration (medians; SPEEDUPS: each pair's)
 for f in $harsher; do
   r=$rate
@@ -114,18 +117,18 @@ for f in $harsher; do
     [ "$colocated" = 1 ] && tc=$(run_colocated "$n")
     pairs=""
     for ((k = 0; k < repeats; k++)); do
-      read -r t1_adjacent _ < <(run_nodes 1 100gbit)
-      read -r t c < <(run_nodes "$n" "$r")
-      pairs+="$t1_adjacent:$t:$c "
+      read -r t1_adjacent _ _ < <(run_nodes 1 100gbit)
+      read -r t c cpu < <(run_nodes "$n" "$r")
+      pairs+="$t1_adjacent:$t:$c:$cpu "
     done
     results+=("$n $f $r $tc $pairs")
   done
 done
 
-rows=("nodes,harsher,rate,step_s,exposed_comm_s,colocated_step_s,samples_per_s,epoch_s,speedup,efficiency,speedup_vs_colocated,t1_s,pairs,speedup_min,speedup_max")
-echo "| nodes | link | step (s) | exposed comm (s) | samples/s | epoch of MRPC (s) | T1 (s) | speedup (vs T1) | efficiency | Tc (s) | speedup vs Tc | pairs: speedup min-max |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-row() {  # N F RATE TC T1:T:COMM... (one triple per pair of runs)
+rows=("nodes,harsher,rate,step_s,exposed_comm_s,colocated_step_s,samples_per_s,epoch_s,speedup,efficiency,speedup_vs_colocated,t1_s,pairs,speedup_min,speedup_max,comm_cpu_s")
+echo "| nodes | link | step (s) | exposed comm (s) | comm CPU (core-s) | samples/s | epoch of MRPC (s) | T1 (s) | speedup (vs T1) | efficiency | Tc (s) | speedup vs Tc | pairs: speedup min-max |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+row() {  # N F RATE TC T1:T:COMM:CPU... (one quadruple per pair of runs)
   local line
   line=$(python3 - "$@" <<'PY'
 import statistics, sys
@@ -134,21 +137,22 @@ pairs = [tuple(map(float, p.split(":"))) for p in sys.argv[5:]]
 t1 = statistics.median(p[0] for p in pairs)
 t = statistics.median(p[1] for p in pairs)
 c = statistics.median(p[2] for p in pairs)
+cpu = statistics.median(p[3] for p in pairs)
 each = [n * p[0] / p[1] for p in pairs]  # each pair's speedup: N nodes' samples/s over one node's
 speedup = statistics.median(each)
 sps = 32 * n / t
 vs = f"{n * float(tc) / t:.3f}" if tc != "-" else ""
-print(f"{n},{f},{rate},{t:.3f},{c:.3f},{tc if tc == '-' else f'{float(tc):.3f}'},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f},{vs},{t1:.3f},{len(pairs)},{min(each):.3f},{max(each):.3f}")
+print(f"{n},{f},{rate},{t:.3f},{c:.3f},{tc if tc == '-' else f'{float(tc):.3f}'},{sps:.3f},{3668 / sps:.0f},{speedup:.3f},{speedup / n:.3f},{vs},{t1:.3f},{len(pairs)},{min(each):.3f},{max(each):.3f},{cpu:.3f}")
 tc_cell = "" if tc == "-" else f"{float(tc):.2f}"
 vs_cell = "" if not vs else f"{float(vs):.2f}x ({float(vs) / n:.0%})"
 range_cell = f"{len(pairs)}: {min(each):.2f}-{max(each):.2f}x" if len(pairs) > 1 else "1"
-print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {sps:.2f} | {3668 / sps:.0f} | {t1:.2f} | {speedup:.2f}x | {speedup / n:.0%} | {tc_cell} | {vs_cell} | {range_cell} |")
+print(f"| {n} | {rate} | {t:.2f} | {c:.2f} | {cpu:.2f} | {sps:.2f} | {3668 / sps:.0f} | {t1:.2f} | {speedup:.2f}x | {speedup / n:.0%} | {tc_cell} | {vs_cell} | {range_cell} |")
 PY
 )
   rows+=("$(head -1 <<<"$line")")
   tail -1 <<<"$line"
 }
-row 1 - - - "$t1:$t1:0"
+row 1 - - - "$t1:$t1:0:0"
 for res in "${results[@]}"; do
   # shellcheck disable=SC2086
   row $res

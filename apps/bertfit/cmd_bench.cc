@@ -2,6 +2,7 @@
 // batches, with achieved GFLOP/s and the fraction of this machine's matrix-product peak,
 // measured in the same command (a 4096×768×3072 fp32 product, the FFN's shape at batch 32,
 // seq 128). Prints one JSON object, with the OpenMP variables and the allocator it ran under.
+// `bertfit bench scaling` predicts data-parallel scaling instead (cmd_bench_scaling.cc).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <optional>
 #include <random>
 
+#include "apps/bertfit/bench_scaling.h"
 #include "apps/bertfit/cli_flags.h"
 #include "apps/bertfit/commands.h"
 #include "apps/bertfit/model_source.h"
@@ -36,7 +38,7 @@
 namespace bertfit::cli {
 namespace {
 
-enum class BenchMode { kTrain, kInfer };
+enum class BenchMode { kTrain, kInfer, kScaling };
 
 struct BenchOptions {
   std::optional<BenchMode> mode;  // required: set by the command line
@@ -48,6 +50,7 @@ struct BenchOptions {
   bool no_peak = false;      // skip the matrix-product peak (2 x ~1 s of large products)
   std::string start_file;    // after warm-up, wait until this file exists (tune's instances)
   std::string tuned_config;  // --config: applied by main before parsing (tuned_config.h)
+  BenchScalingOptions scaling;
 };
 
 // Waits until `path` exists, announcing it once on stderr ("bench: ready"): several processes
@@ -121,6 +124,10 @@ std::string mapped_allocator() {
 }
 
 void run(const BenchOptions& o) {
+  if (o.mode == BenchMode::kScaling) {
+    run_bench_scaling(o.scaling, *o.arch, o.model_dir, o.revision);
+    return;
+  }
   const bool train = o.mode == BenchMode::kTrain;
   const Precision precision = runnable_precision(o.compute.precision);
   if (train && precision == Precision::kInt8) {
@@ -251,10 +258,15 @@ void add_bench_command(CLI::App& app) {
       "bench",
       "Measure training-step or inference throughput on random batches; prints JSON "
       "with samples/s, ms per step, GFLOP/s and the fraction of the matrix-product "
-      "peak measured in the same run.");
+      "peak measured in the same run. `bench scaling` predicts data-parallel step time and "
+      "speedup on N nodes from a measured step, the gradient's bytes and the link.");
   add_flags(*cmd,
-            {{"mode", "What to measure: train (optimizer steps) or infer (forward passes)",
-              choice_target(o->mode, {{"train", BenchMode::kTrain}, {"infer", BenchMode::kInfer}})},
+            {{"mode",
+              "What to measure: train (optimizer steps) or infer (forward passes); scaling: "
+              "predict N-node data-parallel steps (--compute-s, --nodes, --link-gbit, ...)",
+              choice_target(o->mode, {{"train", BenchMode::kTrain},
+                                      {"infer", BenchMode::kInfer},
+                                      {"scaling", BenchMode::kScaling}})},
              {"--arch",
               "Architecture (model_type) at its base size (distilbert: distilbert-base, bert: "
               "bert-base), when no --model",
@@ -275,6 +287,7 @@ void add_bench_command(CLI::App& app) {
                     "After warm-up, print `bench: ready` on stderr and wait until this file exists "
                     "(starts several processes' timed steps together: bertfit tune)",
                     &o->start_file}});
+  add_flags(*cmd, bench_scaling_flags(o->scaling));
   cmd->get_option("mode")->required();
   cmd->callback([o] { run(*o); });
 }

@@ -1,6 +1,7 @@
 // Launcher detection and the choice between the local and the MPI communicator.
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -32,10 +33,6 @@ const char* progress_mode_name(ProgressMode mode) {
   return mode == ProgressMode::kCommThread ? "comm thread" : "test between layers";
 }
 
-const char* grad_transport_name(GradTransport transport) {
-  return transport == GradTransport::kTcpRing ? "tcp" : "mpi";
-}
-
 LaunchInfo detect_launch() {
   LaunchInfo info;
   // Open MPI (mpirun), then MPICH / Intel MPI (Hydra's PMI), then any PMIx launcher.
@@ -60,6 +57,7 @@ LaunchInfo detect_launch() {
       break;
     }
   }
+  info.slurm_step_tasks = std::max(0, env_int("SLURM_STEP_NUM_TASKS"));
   return info;
 }
 
@@ -76,6 +74,12 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& options) {
     throw_error("--comm-timeout must be positive (got ", options.timeout_seconds, " s)");
   }
   LaunchInfo launch = detect_launch();
+  if (!launch.under_launcher && launch.slurm_step_tasks > 1) {
+    throw_error("srun started this process as one of ", launch.slurm_step_tasks,
+                " tasks (SLURM_STEP_NUM_TASKS) without telling it its rank (no PMIx/PMI "
+                "variables): launch with `srun --mpi=pmix` (or set MpiDefault=pmix in "
+                "slurm.conf); see docs/DISTRIBUTED.md");
+  }
   if (!launch.under_launcher) return std::make_unique<LocalCommunicator>();
 #ifdef BERTFIT_WITH_MPI
   return make_mpi_communicator(options);

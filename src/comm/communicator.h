@@ -18,10 +18,10 @@
 
 namespace bertfit {
 
-// Element type on the wire for start_allreduce. kBF16 halves the bytes: partial sums travel as
-// bf16 (nearest even), each addition is done in fp32 and rounded back to bf16 (how often the
-// inputs themselves are rounded depends on the transport: tcp_ring.h), and the final sums are
-// written back into the fp32 buffer, identical on every rank.
+// Element type on the wire for start_allreduce. kBF16 halves the bytes: every rank rounds its
+// values to bf16 (nearest even), MPI sums them with a bf16 operator (each addition done in fp32
+// and rounded back to bf16), and the final sums are written back into the fp32 buffer,
+// identical on every rank.
 enum class WireDType { kF32, kBF16 };
 
 // How outstanding non-blocking requests make progress (see the measurements at the top of
@@ -32,16 +32,8 @@ enum class WireDType { kF32, kBF16 };
 //                      queued to it too) and drives the requests continuously.
 enum class ProgressMode { kTestBetweenLayers, kCommThread };
 
-// What carries the gradient all-reduce (start_allreduce) of a multi-rank run; every other
-// collective always goes through MPI. kTcpRing: a ring of plain TCP connections between the
-// ranks (comm/tcp_ring.h), set up through MPI at start; if any rank cannot join it, all ranks
-// fall back to MPI with a warning. kMpi: MPI_Iallreduce (for fabrics Open MPI drives better
-// than TCP, e.g. InfiniBand). The default won the measurements in docs/PERFORMANCE.md.
-enum class GradTransport { kTcpRing, kMpi };
-
 const char* wire_dtype_name(WireDType wire);
 const char* progress_mode_name(ProgressMode mode);
-const char* grad_transport_name(GradTransport transport);
 
 struct CommOptions {
   double timeout_seconds = 300;  // a wait without completion for this long fails the job
@@ -51,7 +43,6 @@ struct CommOptions {
   // briefly after each completion, then sleep up to a fraction of the time between
   // completions; see mpi_progress.cc); > 0: sleep this long; < 0: always yield (spin).
   double poll_interval_us = 0;
-  GradTransport grad_transport = GradTransport::kTcpRing;
 };
 
 class Communicator {
@@ -80,8 +71,8 @@ class Communicator {
   virtual void wait(Handle h) = 0;  // throws Error on timeout or MPI failure
   virtual void progress() = 0;      // drives outstanding requests (cheap; call between layers)
 
-  // CPU seconds used so far by the communicator's own threads (comm thread, TCP ring): under a
-  // CPU quota this is taken from compute, so the trainer logs it per step.
+  // CPU seconds used so far by the communicator's own thread (the comm thread): under a CPU
+  // quota this is taken from compute, so the trainer logs it per step.
   virtual double thread_cpu_seconds() const { return 0; }
 
   // Ends the whole job (all ranks) after printing message: used on timeouts and fatal errors.
@@ -94,15 +85,20 @@ struct LaunchInfo {
   int world = 1;                // from OMPI_COMM_WORLD_SIZE / PMI_SIZE; -1 when not given
   int rank = 0;                 // -1 when not given
   std::string variable;         // the variable that revealed the launcher, for messages
+  // Tasks of this Slurm job step (SLURM_STEP_NUM_TASKS; 0 outside srun). srun without a
+  // process-management interface (--mpi=none, Slurm's default) starts the tasks but tells
+  // them no ranks: each would train alone into the same --output.
+  int slurm_step_tasks = 0;
 };
 LaunchInfo detect_launch();
 
 // True when this build contains the MPI communicator.
 bool built_with_mpi();
 
-// MPI when launched by mpirun/mpiexec (LaunchInfo::under_launcher) and built with MPI;
-// otherwise a LocalCommunicator (rank 0 of 1). Throws Error when the environment says this is
-// one of several ranks but the build has no MPI support.
+// MPI when launched by mpirun/mpiexec/srun --mpi=pmix (LaunchInfo::under_launcher) and built
+// with MPI; otherwise a LocalCommunicator (rank 0 of 1). Throws Error when the environment says
+// this is one of several ranks but the build has no MPI support, or when srun started several
+// tasks without PMIx/PMI (the error names `srun --mpi=pmix`).
 std::unique_ptr<Communicator> make_communicator(const CommOptions& options);
 
 // The set-up vote: every rank calls it at the same point with the error it hit before it

@@ -7,9 +7,9 @@
 // the caller computes, yielding between polls; testing between layers is the alternative. The
 // thread exposed less wait at equal or lower overhead, buckets of 4-12 MB the least (the last
 // bucket started is exposed whole: keep it small; in a real model it is the embeddings). The
-// measurements are in docs/DESIGN.md ("Measurements", data-parallel training). With the TCP ring
-// (tcp_ring.h, the default transport, on its own thread) the progress mode matters only for
-// --grad-transport mpi and for the small collectives.
+// measurements are in docs/DESIGN.md ("Measurements", data-parallel training). Each bucket is
+// one MPI_Iallreduce (Open MPI's own algorithms; the ring for the non-blocking all-reduce:
+// comm/mpi_runtime.cc).
 #pragma once
 
 #include <cstdint>
@@ -72,7 +72,8 @@ class GradReducer {
   std::int64_t total() const { return total_; }
   WireDType wire() const { return wire_; }
   // Bytes one rank contributed to the all-reduces of the last finished step (the payload, not
-  // ring traffic; with a sparse head only the rows some rank touched, plus their flags).
+  // what the all-reduce algorithm moves; with a sparse head only the rows some rank touched, plus
+  // their flags).
   std::int64_t payload_bytes() const { return payload_bytes_; }
 
  private:

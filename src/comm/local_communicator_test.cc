@@ -124,6 +124,25 @@ TEST(MakeCommunicator, LocalOutsideALauncher) {
   EXPECT_NE(text.find("local"), std::string::npos);
 }
 
+TEST(MakeCommunicator, SrunWithoutPmixFailsClearly) {
+  ScopedEnv a("OMPI_COMM_WORLD_SIZE", nullptr), b("OMPI_COMM_WORLD_RANK", nullptr),
+      c("PMI_SIZE", nullptr), d("PMI_RANK", nullptr), e("PMIX_RANK", nullptr);
+  {
+    ScopedEnv tasks("SLURM_STEP_NUM_TASKS", "2");
+    EXPECT_EQ(detect_launch().slurm_step_tasks, 2);
+    try {
+      make_communicator({});
+      FAIL() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("one of 2 tasks"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("srun --mpi=pmix"), std::string::npos) << e.what();
+    }
+  }
+  // One task of a step (or a batch script, which has no step variable) runs alone.
+  ScopedEnv one("SLURM_STEP_NUM_TASKS", "1");
+  EXPECT_EQ(make_communicator({})->world(), 1);
+}
+
 TEST(MakeCommunicator, RejectsNonPositiveTimeout) {
   CommOptions options;
   options.timeout_seconds = 0;

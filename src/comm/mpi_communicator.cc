@@ -6,7 +6,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "base/check.h"
 #include "base/dtype.h"
@@ -78,7 +77,6 @@ MpiCommunicator::MpiCommunicator(const CommOptions& options, int /*delegated*/)
 
 MpiCommunicator::MpiCommunicator(const CommOptions& options) : MpiCommunicator(options, 0) {
   if (mode_ == ProgressMode::kCommThread) thread_ = std::thread([this] { comm_thread_main(); });
-  setup_ring();
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -86,7 +84,6 @@ MpiCommunicator::~MpiCommunicator() {
   std::size_t outstanding = 0;
   for (const auto& [handle, op] : handles_) outstanding += op->state.load() < kDone ? 1 : 0;
   outstanding += active_.size();
-  ring_.reset();  // its thread may still be sending from a buffer of an op in flight
   if (!failed_ && outstanding > 0) {
     // An exception on this rank interrupted a step: the peers would wait for requests this rank
     // will never complete, so end the job now rather than after their timeout.
@@ -106,18 +103,13 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 double MpiCommunicator::thread_cpu_seconds() const {
-  // thread_ and ring_ change only in the constructor and in fail(), on this (the caller's)
-  // thread.
-  double seconds = ring_ ? ring_->thread_cpu_seconds() : 0;
-  if (thread_.joinable()) {
-    seconds += bertfit::thread_cpu_seconds(const_cast<std::thread&>(thread_).native_handle());
-  }
-  return seconds;
+  // thread_ changes only in the constructor and in fail(), on this (the caller's) thread.
+  if (!thread_.joinable()) return 0;
+  return bertfit::thread_cpu_seconds(const_cast<std::thread&>(thread_).native_handle());
 }
 
 std::string MpiCommunicator::backend() const {
-  return cat("MPI (", version_, ", progress: ", progress_mode_name(mode_),
-             ", gradients: ", ring_note_, ")");
+  return cat("MPI (", version_, ", progress: ", progress_mode_name(mode_), ")");
 }
 
 void MpiCommunicator::allreduce_sum(float* data, std::int64_t n) {
@@ -188,87 +180,10 @@ void MpiCommunicator::barrier() {
   }));
 }
 
-std::vector<std::uint8_t> MpiCommunicator::allgather_bytes(const std::vector<std::uint8_t>& mine) {
-  std::vector<std::uint8_t> all(mine.size() * static_cast<std::size_t>(world_));
-  wait_op(submit("all-gather (bytes)", [&](Op& op) {
-    op.requests.push_back(MPI_REQUEST_NULL);
-    return MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                          static_cast<int>(mine.size()), MPI_BYTE, comm_, &op.requests.back());
-  }));
-  return all;
-}
-
-// Every rank takes part (the collectives below), whether or not it could open its socket, so
-// that all ranks agree: the ring carries gradients only if every rank joined it.
-void MpiCommunicator::setup_ring() {
-  if (options_.grad_transport != GradTransport::kTcpRing || world_ < 2) {
-    ring_note_ = "MPI";
-    return;
-  }
-  std::unique_ptr<TcpRing> ring;
-  std::string error;
-  try {
-    ring = std::make_unique<TcpRing>(rank_, world_);
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  std::vector<std::uint8_t> all =
-      allgather_bytes(ring ? ring->address() : std::vector<std::uint8_t>(TcpRing::kAddressBytes));
-  std::uint64_t token = 0;
-  if (rank_ == 0) token = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  broadcast(&token, sizeof token, 0);
-  double failed = ring ? 0 : 1;
-  allreduce_sum(&failed, 1);  // a rank without a socket: nobody connects (all would wait)
-  if (failed == 0) {
-    try {
-      ring->connect(all, token, std::min(options_.timeout_seconds, 30.0));
-    } catch (const Error& e) {
-      error = e.what();
-      ring.reset();
-    }
-    failed = ring ? 0 : 1;
-    allreduce_sum(&failed, 1);
-  }
-  if (failed > 0) {
-    if (!error.empty()) log_warn(error);
-    if (rank_ == 0) {
-      log_warn(failed,
-               " rank(s) could not join the TCP ring for gradients (see their warnings); "
-               "gradient all-reduces go through MPI instead (--grad-transport mpi chooses "
-               "this without trying)");
-    }
-    ring_note_ = "MPI (TCP ring unavailable)";
-    return;
-  }
-  ring_ = std::move(ring);
-  ring_note_ = "TCP ring";
-}
-
-MpiCommunicator::OpPtr MpiCommunicator::start_on_ring(float* data, std::int64_t n, WireDType wire) {
-  check_usable("gradient all-reduce");
-  auto op = std::make_shared<Op>();
-  op->what = wire == WireDType::kF32 ? "gradient all-reduce (TCP ring)"
-                                     : "gradient all-reduce (bf16, TCP ring)";
-  op->seq = posted_seq_.fetch_add(1) + 1;
-  op->on_ring = true;
-  op->state.store(kPosted);
-  ring_->start(data, n, wire, [this, op](const std::string& error) {
-    op->error = error;
-    {
-      std::lock_guard<std::mutex> guard(done_mutex_);
-      op->state.store(error.empty() ? kDone : kFailed);
-    }
-    done_cv_.notify_all();
-  });
-  return op;
-}
-
 Communicator::Handle MpiCommunicator::start_allreduce(float* data, std::int64_t n, WireDType wire) {
   CHECK(n >= 0 && (data != nullptr || n == 0), "start_allreduce: n=", n);
   OpPtr op;
-  if (ring_) {
-    op = start_on_ring(data, n, wire);
-  } else if (wire == WireDType::kF32) {
+  if (wire == WireDType::kF32) {
     op = submit("gradient all-reduce", [this, data, n](Op& o) {
       return post_chunks(n, o.requests, [&](std::int64_t begin, int count, MPI_Request* r) {
         return MPI_Iallreduce(MPI_IN_PLACE, data + begin, count, MPI_FLOAT, MPI_SUM, comm_, r);

@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/tcp_ring.h"
 
 namespace bertfit {
 
@@ -78,7 +77,6 @@ class MpiCommunicator final : public Communicator {
     Clock::time_point deadline = Clock::time_point::max();  // queries end here, complete or not
     std::atomic<int> state{kQueued};
     std::string error;
-    bool on_ring = false;    // driven by ring_'s thread, not by MPI requests
     bool moves_data = true;  // false: a barrier; the comm thread polls it less often
   };
   using OpPtr = std::shared_ptr<Op>;
@@ -99,9 +97,6 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void fail(const std::string& message);
   void check_usable(const char* what) const;
   void wait_setup_request(MPI_Request& request, const char* what);
-  std::vector<std::uint8_t> allgather_bytes(const std::vector<std::uint8_t>& mine);
-  void setup_ring();
-  OpPtr start_on_ring(float* data, std::int64_t n, WireDType wire);
 
   CommOptions options_;
   ProgressMode mode_;
@@ -126,10 +121,6 @@ class MpiCommunicator final : public Communicator {
   bool stop_ = false;
   std::mutex done_mutex_;
   std::condition_variable done_cv_;
-  // The gradient all-reduce's transport when CommOptions::grad_transport is kTcpRing and every
-  // rank joined it; null: MPI. Declared last: destroyed (its thread joined) first.
-  std::unique_ptr<TcpRing> ring_;
-  std::string ring_note_;  // for backend(): "TCP ring" or why MPI carries gradients
 };
 
 }  // namespace bertfit

@@ -1,6 +1,5 @@
 // MPI communicator and GradReducer across real ranks; run by ctest as
-// `mpirun -np 2 comm_mpi_test` (see CMakeLists.txt), every test in both progress modes and with
-// both gradient transports (the TCP ring and MPI).
+// `mpirun -np 2 comm_mpi_test` (see CMakeLists.txt), every test in both progress modes.
 // Values are chosen from per-rank seeds, so each rank can compute what every other rank
 // contributed and check the result exactly or within an argued tolerance.
 #include <gtest/gtest.h>
@@ -10,7 +9,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -28,22 +26,16 @@ std::vector<float> values_of(int rank, std::int64_t n, std::uint32_t salt) {
   return v;
 }
 
-class MpiTest : public ::testing::TestWithParam<std::tuple<ProgressMode, GradTransport>> {
+class MpiTest : public ::testing::TestWithParam<ProgressMode> {
  protected:
   void SetUp() override {
     CommOptions options;
-    options.progress = std::get<0>(GetParam());
-    options.grad_transport = std::get<1>(GetParam());
+    options.progress = GetParam();
     options.timeout_seconds = 20;  // a failing rank must not hang the suite
     comm_ = make_communicator(options);
     ASSERT_EQ(comm_->world(), 2) << "run under mpirun -np 2";
     ASSERT_NE(comm_->backend().find(progress_mode_name(options.progress)), std::string::npos)
         << comm_->backend();
-    // Loopback always works, so the ring must not have fallen back to MPI.
-    const char* gradients = options.grad_transport == GradTransport::kTcpRing
-                                ? "gradients: TCP ring)"
-                                : "gradients: MPI)";
-    ASSERT_NE(comm_->backend().find(gradients), std::string::npos) << comm_->backend();
   }
   // Every rank holds bitwise the same buffer (data parallelism depends on it).
   void expect_identical_on_all_ranks(std::vector<float> data) {
@@ -125,7 +117,6 @@ TEST_P(MpiTest, StartAllreduceBf16) {
   // additions rounds the partial sum (error <= u * sum|x_i| to first order), so
   // |result - exact| <= world * u * sum|x_i| * (1 + 2u). With 2 ranks: 2^-7 (|a|+|b|)(1+2^-7).
   const double u = std::ldexp(1.0, -8);
-  const bool ring = std::get<1>(GetParam()) == GradTransport::kTcpRing;
   auto bf16 = [](float x) { return bf16_to_f32(f32_to_bf16(x)); };
   int inexact = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -134,13 +125,9 @@ TEST_P(MpiTest, StartAllreduceBf16) {
     ASSERT_LE(std::fabs(mine[i] - exact), bound) << i;
     // The values really crossed the wire as bf16: the low 16 bits are zero ...
     ASSERT_EQ(std::bit_cast<std::uint32_t>(mine[i]) & 0xffffu, 0u) << i;
-    // ... and with 2 ranks the result is exactly one bf16 addition: of both rounded inputs
-    // (Open MPI's operator), or on the ring of the input of the rank where the element's chunk
-    // starts (rank 0 for the first half, rank 1 for the second), rounded, and the other
-    // rank's fp32 input.
-    float expect = bf16(bf16(a[i]) + bf16(b[i]));
-    if (ring) expect = i < n / 2 ? bf16(bf16(a[i]) + b[i]) : bf16(bf16(b[i]) + a[i]);
-    ASSERT_EQ(mine[i], expect) << i;
+    // ... and with 2 ranks the result is exactly one bf16 addition of both rounded inputs
+    // (the bf16 operator: comm/mpi_runtime.h).
+    ASSERT_EQ(mine[i], bf16(bf16(a[i]) + bf16(b[i]))) << i;
     inexact += mine[i] != f32[i];
   }
   EXPECT_GT(inexact, n / 2);  // the fp32 wire really was different (exact to fp32)
@@ -227,14 +214,10 @@ TEST_P(MpiTest, SetupVote) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Modes, MpiTest,
-    ::testing::Combine(::testing::Values(ProgressMode::kTestBetweenLayers,
-                                         ProgressMode::kCommThread),
-                       ::testing::Values(GradTransport::kTcpRing, GradTransport::kMpi)),
+    Modes, MpiTest, ::testing::Values(ProgressMode::kTestBetweenLayers, ProgressMode::kCommThread),
     [](const auto& info) {
-      std::string name =
-          std::get<0>(info.param) == ProgressMode::kCommThread ? "CommThread" : "TestBetweenLayers";
-      return name + (std::get<1>(info.param) == GradTransport::kTcpRing ? "Ring" : "Mpi");
+      return std::string(info.param == ProgressMode::kCommThread ? "CommThread"
+                                                                 : "TestBetweenLayers");
     });
 
 }  // namespace

@@ -3,8 +3,8 @@
 //                fail naming rank 1 as not responding.
 //   stall_thread the same with a comm thread: rank 1's comm thread answers the liveness query,
 //                so rank 0 names rank 1 as alive but not at the collective.
-//   stall_ring   stall_thread for a gradient all-reduce on the TCP ring (start_allreduce): the
-//                ring's wait has the same deadline and liveness query.
+//   stall_grad   stall_thread for a non-blocking gradient all-reduce (start_allreduce, bf16
+//                wire): its wait has the same deadline and liveness query.
 //   die          rank 1 exits abruptly before a collective: the job must end non-zero.
 // In every case the job must end, non-zero, well before rank 1 would have continued.
 #include <unistd.h>
@@ -21,7 +21,7 @@
 int main(int argc, char** argv) {
   using namespace bertfit;
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s stall_test|stall_thread|stall_ring|die\n", argv[0]);
+    std::fprintf(stderr, "usage: %s stall_test|stall_thread|stall_grad|die\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(30));
     }
     float x = 1.0f;
-    if (scenario == "stall_ring") {
-      comm->wait(comm->start_allreduce(&x, 1, WireDType::kF32));
+    if (scenario == "stall_grad") {
+      comm->wait(comm->start_allreduce(&x, 1, WireDType::kBF16));
     } else {
       comm->allreduce_sum(&x, 1);
     }

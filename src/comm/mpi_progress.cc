@@ -239,17 +239,6 @@ void MpiCommunicator::wait_op(const OpPtr& op) {
   if (mode_ == ProgressMode::kCommThread) {
     std::unique_lock<std::mutex> guard(done_mutex_);
     done_cv_.wait_until(guard, deadline, [&] { return op->state.load() >= kDone; });
-  } else if (op->on_ring) {
-    // The ring's thread completes the op; meanwhile keep answering liveness queries.
-    while (op->state.load() < kDone && Clock::now() < deadline) {
-      {
-        std::unique_lock<std::mutex> guard(done_mutex_);
-        done_cv_.wait_for(guard, std::chrono::milliseconds(20),
-                          [&] { return op->state.load() >= kDone; });
-      }
-      std::lock_guard<std::mutex> guard(mpi::lock());
-      progress_locked();
-    }
   } else {
     while (op->state.load() < kDone && Clock::now() < deadline) {
       std::lock_guard<std::mutex> guard(mpi::lock());
@@ -340,7 +329,6 @@ void MpiCommunicator::fail(const std::string& message) {
   failed_ = true;
   mpi::mark_failed(1);
   stop_comm_thread();  // no MPI progress after this, so no writes into abandoned buffers
-  ring_.reset();       // nor ring traffic
   std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   throw Error(message);

@@ -268,12 +268,6 @@ FlagTable distributed_flags(DistributedOptions& d) {
        choice_target(d.grad_comm_dtype, {{"fp32", WireDType::kF32}, {"bf16", WireDType::kBF16}}),
        true},
       {"--bucket-mb", "Gradient all-reduce bucket size in MB", &d.bucket_mb, false},
-      {"--grad-transport",
-       "What carries the gradient all-reduce: tcp (a ring of TCP connections between the ranks; "
-       "falls back to MPI if a rank cannot join) or mpi (MPI_Iallreduce, e.g. for InfiniBand)",
-       choice_target(d.grad_transport,
-                     {{"tcp", GradTransport::kTcpRing}, {"mpi", GradTransport::kMpi}}),
-       false},
       {"--no-pin", "Do not pin processes to cores (by default ranks on one host split its cores)",
        &d.no_pin, false},
   };

@@ -56,7 +56,6 @@ struct DistributedOptions {
   double comm_poll_us = 0;  // comm thread pacing: 0 adaptive, > 0 fixed sleep, < 0 spin
   WireDType grad_comm_dtype = WireDType::kF32;
   double bucket_mb = 8;  // 4-12 MB exposed the least wait (comm/grad_reducer.h)
-  GradTransport grad_transport = GradTransport::kTcpRing;  // see comm/tcp_ring.h
   bool no_pin = false;
 };
 

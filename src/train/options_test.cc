@@ -50,16 +50,13 @@ TEST(TrainOptions, ChoiceFlagsAreSavedAsTheirWords) {
   nlohmann::json j = options_to_json(o);
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_EQ(j["grad-comm-dtype"], "fp32");
-  EXPECT_EQ(j["grad-transport"], "tcp");
   EXPECT_EQ(j["eval-every"], "epoch");
   o.compute.precision = Precision::kBF16;
   o.dist.grad_comm_dtype = WireDType::kBF16;
-  o.dist.grad_transport = GradTransport::kMpi;
   o.eval_every = {EvalEvery::When::kSteps, 25};
   j = options_to_json(o);
   EXPECT_EQ(j["precision"], "bf16");
   EXPECT_EQ(j["grad-comm-dtype"], "bf16");
-  EXPECT_EQ(j["grad-transport"], "mpi");
   EXPECT_EQ(j["eval-every"], "25");
   o.eval_every = {EvalEvery::When::kEnd};
   EXPECT_EQ(options_to_json(o)["eval-every"], "end");
@@ -90,8 +87,8 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
   EXPECT_NO_THROW(check_resume_compatible(o, saved));
   o.model_dir = "other";
   o.lr = 1e-3;
-  o.compute.threads = 7;                        // does not change the trajectory
-  o.dist.grad_transport = GradTransport::kMpi;  // neither does this
+  o.compute.threads = 7;  // does not change the trajectory
+  o.dist.bucket_mb = 4;   // neither does this
   try {
     check_resume_compatible(o, saved);
     FAIL() << "a changed --lr and --model were accepted";
@@ -100,7 +97,7 @@ TEST(TrainOptions, ResumeCheckNamesEveryChangedOption) {
     EXPECT_NE(m.find("--lr is 0.001"), std::string::npos) << m;
     EXPECT_NE(m.find("--model is \"other\""), std::string::npos) << m;
     EXPECT_EQ(m.find("--threads"), std::string::npos) << m;
-    EXPECT_EQ(m.find("--grad-transport"), std::string::npos) << m;
+    EXPECT_EQ(m.find("--bucket-mb"), std::string::npos) << m;
   }
   // A changed choice flag is named with its words.
   o = valid();

@@ -354,8 +354,7 @@ TrainSummary run_training(const TrainOptions& options) {
   validate_train_options(options);
   std::unique_ptr<Communicator> comm =
       make_communicator({.timeout_seconds = options.dist.comm_timeout,
-                         .poll_interval_us = options.dist.comm_poll_us,
-                         .grad_transport = options.dist.grad_transport});
+                         .poll_interval_us = options.dist.comm_poll_us});
   const InterruptGuard interrupts;  // Ctrl-C / SIGTERM stop at a step boundary
   // The set-up has no collective: every rank gets to the vote, which ends the job on every rank
   // (MPI finalised, no abort banner) if any failed, reported once when all failed alike.

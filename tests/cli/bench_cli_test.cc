@@ -105,6 +105,107 @@ TEST(BenchCli, RefusesWhatCannotRun) {
   EXPECT_NE(r.err.find("mode"), std::string::npos) << r.err;
 }
 
+// `bench scaling`: the model of comm/scaling_model.h, checked against the formulas worked by
+// hand for inputs where each term shows alone (times are exact up to double rounding).
+TEST(BenchScalingCli, EachTermOfTheModel) {
+  // 1e6 floats of fp32 gradient, no sparse head: 4e6 bytes. At 1 Gbit/s (1.25e8 bytes/s) a
+  // 2-node ring all-reduce moves 2(N-1)/N = 1 times the bytes: 0.032 s.
+  const std::string base = "scaling --params 1000000 --compute-s 2 --link-gbit 1 --nodes 1,2,4";
+  nlohmann::json j = run_bench(base + " --latency-us 0 --overlap 0");
+  ASSERT_EQ(j["points"].size(), 3u);
+  EXPECT_EQ(j["params"], 1000000);
+  const nlohmann::json& one = j["points"][0];
+  EXPECT_EQ(one["nodes"], 1);
+  EXPECT_DOUBLE_EQ(one["step_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(one["speedup"].get<double>(), 1.0);
+  const nlohmann::json& two = j["points"][1];
+  EXPECT_NEAR(two["allreduce_s"].get<double>(), 0.032, 1e-12);
+  EXPECT_NEAR(two["exposed_s"].get<double>(), 0.032, 1e-12);
+  EXPECT_NEAR(two["step_s"].get<double>(), 2.032, 1e-12);
+  EXPECT_NEAR(two["speedup"].get<double>(), 2 * 2 / 2.032, 1e-12);
+  // 4 nodes: 2 * 3/4 = 1.5 times the bytes.
+  EXPECT_NEAR(j["points"][2]["allreduce_s"].get<double>(), 0.048, 1e-12);
+  // Full overlap within a long enough backward hides it all.
+  j = run_bench(base + " --latency-us 0 --overlap 1");
+  EXPECT_NEAR(j["points"][1]["exposed_s"].get<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(j["points"][1]["step_s"].get<double>(), 2.0, 1e-12);
+  // ... but never more than the backward: 0.01 of 2 s hides 0.02 s of the 0.032 s.
+  j = run_bench(base + " --latency-us 0 --overlap 1 --backward-fraction 0.01");
+  EXPECT_NEAR(j["points"][1]["exposed_s"].get<double>(), 0.012, 1e-12);
+  // Latency: 4 buckets of 1 MB, 2(N-1) = 2 rounds each, 100 us a round: 0.0008 s more.
+  j = run_bench(base + " --latency-us 100 --overlap 0 --bucket-mb 1");
+  EXPECT_NEAR(j["points"][1]["allreduce_s"].get<double>(), 0.0328, 1e-12);
+  // Communication CPU: each rank sends and receives 2 * 1/2 * 4e6 bytes = 0.008 GB; at
+  // 5 core-s per GB on 0.5 core: 0.08 s.
+  j = run_bench(base + " --latency-us 0 --overlap 1 --comm-cpu 5 --cores-per-node 0.5");
+  EXPECT_NEAR(j["points"][1]["comm_cpu_s"].get<double>(), 0.08, 1e-12);
+  EXPECT_NEAR(j["points"][1]["step_s"].get<double>(), 2.08, 1e-12);
+  // bf16 on the wire halves the bytes.
+  j = run_bench(base + " --latency-us 0 --overlap 0 --wire-bf16");
+  EXPECT_NEAR(j["points"][1]["allreduce_s"].get<double>(), 0.016, 1e-12);
+  // A sparse head of 1000 x 100 floats, 10 rows per node touched: on 2 nodes 20 rows, 8000
+  // bytes, never hidden; the dense rest (9e5 floats) is hidden whole.
+  j = run_bench(base +
+                " --latency-us 0 --overlap 1 --embedding-rows 1000 --embedding-width 100"
+                " --touched-rows 10 --touched-exponent 1");
+  EXPECT_NEAR(j["points"][1]["exposed_s"].get<double>(), 8000 / 1.25e8, 1e-12);
+  EXPECT_NEAR(j["points"][1]["payload_mb"].get<double>(), (9e5 * 4 + 8000) / 1e6, 1e-12);
+  // Nodes share tokens: with exponent 0.5, 4 nodes touch 10 * 2 = 20 rows, not 40.
+  j = run_bench(base +
+                " --latency-us 0 --overlap 1 --embedding-rows 1000 --embedding-width 100"
+                " --touched-rows 10 --touched-exponent 0.5");
+  EXPECT_NEAR(j["points"][2]["exposed_s"].get<double>(), 1.5 * 8000 / 1.25e8, 1e-12);
+}
+
+// The gradient's size comes from the architecture's layout: DistilBERT-base with a 2-label head
+// has 66,955,010 parameters (transformers' DistilBertForSequenceClassification), of which the
+// word embeddings are 30522 x 768.
+TEST(BenchScalingCli, SizesFromTheArchitecture) {
+  nlohmann::json j = run_bench("scaling --arch distilbert --compute-s 1.2");
+  EXPECT_EQ(j["params"], 66955010);
+  EXPECT_EQ(j["embedding_rows"], 30522);
+  EXPECT_EQ(j["embedding_width"], 768);
+  EXPECT_EQ(j["points"].size(), 7u);  // 1, 2, 4, ..., 64 by default
+  double last = 0;
+  for (const auto& p : j["points"]) {  // more nodes, more samples per second
+    const double rate = p["nodes"].get<double>() / p["step_s"].get<double>();
+    EXPECT_GT(rate, last) << p;
+    last = rate;
+  }
+}
+
+// A --model folder's own sizes: the tiny DistilBERT (dim 32) keeps the 30522-row vocabulary,
+// so its gradient is the 30522 x 32 word embedding plus the rest, and refuses --params beside it.
+TEST(BenchScalingCli, SizesFromAModelFolder) {
+  TempDir tmp;
+  init_tiny_model(tmp / "m");
+  nlohmann::json j = run_bench("scaling --model " + (tmp / "m") + " --compute-s 1 --nodes 2");
+  EXPECT_EQ(j["model"], tmp / "m");
+  EXPECT_EQ(j["embedding_rows"], 30522);
+  EXPECT_EQ(j["embedding_width"], 32);
+  EXPECT_GT(j["params"].get<std::int64_t>(), 30522 * 32);
+  EXPECT_LT(j["params"].get<std::int64_t>(), 30522 * 32 + 512 * 32 + 100000);
+  RunResult r =
+      run_bertfit("bench scaling --model " + (tmp / "m") + " --params 1000 --compute-s 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--params and --model"), std::string::npos) << r.err;
+}
+
+TEST(BenchScalingCli, RefusesInputsOutOfRange) {
+  const std::string base = "bench scaling --params 1000 ";
+  for (auto [args, needle] :
+       {std::pair{"", "--compute-s"},
+        {"--compute-s 1 --overlap 2", "--overlap"},
+        {"--compute-s 1 --nodes 0", "--nodes"},
+        {"--compute-s 1 --nodes 2,x", "--nodes: 'x'"},
+        {"--compute-s 1 --link-gbit 0", "--link-gbit"},
+        {"--compute-s 1 --embedding-rows 100 --embedding-width 100", "does not fit"}}) {
+    RunResult r = run_bertfit(base + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
 TEST(TrainCliInt8, TrainingInInt8IsRefusedWithAMessage) {
   TempDir tmp;
   init_tiny_model(tmp / "m");

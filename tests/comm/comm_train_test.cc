@@ -271,6 +271,19 @@ TEST_F(DistTrain, DenseModuleOnTwoRanksEqualsOneRankWithTheGlobalBatch) {
   }
 }
 
+// `srun -n 2` without --mpi=pmix starts two processes that see no ranks: each would train
+// alone into the same --output. The first thing train does is refuse, on one line naming the
+// fix, before it writes anything.
+TEST_F(DistTrain, SrunWithoutPmixIsRefusedBeforeAnythingIsWritten) {
+  setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+  RunResult r = run_bertfit(train_args(tmp_ / "out", 8, ""));
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("srun --mpi=pmix"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ / "out"));
+}
+
 TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRank) {
   RunResult one = run_bertfit(train_args(tmp_ / "one", 16, "--grad-accum 2 --threads 1"));
   ASSERT_EQ(one.exit_code, 0) << one.err;
