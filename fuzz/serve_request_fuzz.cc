@@ -3,14 +3,17 @@
 // positions with and without truncation, in both directions; also as a token classifier reads it
 // (texts only, with offsets inside the text). A body either decodes or is refused with an ApiError
 // of a 4xx status; nothing else may escape. Checks: a decoded request has 1..max inputs, an
-// encoding fits max_len and starts with [CLS], a refusal's error body is JSON. The vocabulary is
+// encoding fits max_len and starts with [CLS], a refusal's error body is JSON, a body with a key
+// twice in any object (an independent SAX check) is never decoded. The vocabulary is
 // bert-base-uncased from $BERTFIT_FUZZ_VOCAB, else BERTFIT_SHARED_DIR/data/vocab/.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_tokenizer.h"
 #include "serve/protocol.h"
@@ -24,6 +27,43 @@ constexpr int kMaxLen = 64;
 
 using bertfit::fuzz::tokenizer;
 
+// An independent duplicate-key oracle (issue 43): nlohmann's SAX events, each object's keys in a
+// std::set. True when some object, at any depth, has a key twice.
+struct DuplicateKeys : nlohmann::json_sax<nlohmann::json> {
+  std::vector<std::set<std::string>> open;
+  bool found = false;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!open.back().insert(k).second) found = true;
+    return true;
+  }
+  bool end_object() override {
+    open.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
+bool has_duplicate_key(std::string_view body) {
+  DuplicateKeys sax;
+  nlohmann::json::sax_parse(body, &sax, nlohmann::json::input_format_t::json, false);
+  return sax.found;
+}
+
 void check_refusal(const ApiError& e) {
   if (e.status() < 400 || e.status() > 499) std::abort();
   nlohmann::json j = nlohmann::json::parse(bertfit::serve::error_body(e.type(), e.what()));
@@ -35,8 +75,10 @@ void check_refusal(const ApiError& e) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   using namespace bertfit::serve;
+  const bool duplicate = has_duplicate_key(body);
   try {
     PredictRequest r = decode_predict_request(body, kMaxBatch);
+    if (duplicate) std::abort();  // a key twice at any depth is refused
     if (r.inputs.empty() || r.inputs.size() > kMaxBatch) std::abort();
     if (!r.batch && r.inputs.size() != 1) std::abort();
     for (const TextInput& in : r.inputs) {

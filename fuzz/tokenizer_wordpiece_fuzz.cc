@@ -3,7 +3,7 @@
 // BERTFIT_SHARED_DIR/data/vocab/bert-base-uncased.txt, else ../shared/... relative to the
 // working directory. Checks the invariants every caller relies on: ids within the vocabulary,
 // lengths bounded by max_len, type ids 0 then 1, an all-ones mask, and that pair encoding agrees
-// with tokenizing each half.
+// with tokenizing each half; offsets that are each token's own bytes, in order.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_tokenizer.h"
 #include "tokenizer/wordpiece.h"
@@ -65,6 +66,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(e.token_type_ids[i] == (i < zeros ? 0 : 1), "type ids");
     require(e.attention_mask[i] == 1, "mask");
   }
+  // Offsets (issue 43): each token spans its own source bytes, in order, inside the text; only
+  // tokens made from one source code point (a Hangul syllable's jamo) share bytes, so the spans
+  // add up to at most the text plus 4 bytes a token (never a word's span per piece).
+  std::vector<std::int32_t> with_ids;
+  std::vector<bertfit::TokenOffset> offsets;
+  tok.tokenize_into(text, with_ids, &offsets);
+  require(with_ids == ids && offsets.size() == ids.size(), "offsets: one per token");
+  std::size_t spanned = 0;
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    require(offsets[i].begin < offsets[i].end && offsets[i].end <= size, "offset inside the text");
+    if (i > 0) {
+      require(offsets[i - 1].begin <= offsets[i].begin && offsets[i - 1].end <= offsets[i].end,
+              "offsets in order");
+    }
+    spanned += offsets[i].end - offsets[i].begin;
+  }
+  require(spanned <= size + 4 * offsets.size(), "offsets: each token's own bytes");
   const bertfit::Encoding single = tok.encode(text, std::nullopt, max_len);
   require(single.input_ids.size() == std::min(ids.size() + 2, static_cast<std::size_t>(max_len)),
           "single length");

@@ -58,6 +58,8 @@ struct ServeOptions {
   std::int64_t max_queued_tokens = 0;  // 0: 4 batches
   double max_queue_time = 30;
   std::string api_key_file;
+  bool api_key_given = false;  // --api-key was on the command line (even empty)
+  std::int64_t max_answer_bytes = std::int64_t{32} << 20;
 };
 
 // Seconds that a timer can hold: finite, positive, at most a year.
@@ -67,10 +69,12 @@ void check_seconds(const char* flag, double value) {
   }
 }
 
-// The API key: --api-key, else the first line of --api-key-file, else $BERTFIT_API_KEY (the last
-// two keep it out of `ps`). Empty: no authorization.
+// The API key: --api-key, else the first line of --api-key-file (a UTF-8 byte order mark before
+// it dropped), else $BERTFIT_API_KEY (the last two keep it out of `ps`). None given: no
+// authorization. An empty key given any way is an error (it would look like protection and be
+// none).
 std::string api_key(const ServeOptions& o) {
-  if (!o.api_key.empty() && !o.api_key_file.empty()) {
+  if (o.api_key_given && !o.api_key_file.empty()) {
     throw_error("give --api-key or --api-key-file, not both");
   }
   if (!o.api_key_file.empty()) {
@@ -79,19 +83,26 @@ std::string api_key(const ServeOptions& o) {
     if (!in || !std::getline(in, key)) {
       throw_error("--api-key-file ", o.api_key_file, ": cannot read a key from it");
     }
+    if (key.starts_with("\xEF\xBB\xBF")) key.erase(0, 3);
     while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) {
       key.pop_back();
     }
     if (key.empty()) throw_error("--api-key-file ", o.api_key_file, ": the first line is empty");
     return key;
   }
-  if (!o.api_key.empty()) {
+  if (o.api_key_given) {
+    if (o.api_key.empty()) {
+      throw_error("--api-key is empty: give a key, or leave the flag out to serve without one");
+    }
     log_warn(
         "serve: --api-key shows the key to anyone who can list processes; "
         "--api-key-file or BERTFIT_API_KEY keep it hidden");
     return o.api_key;
   }
   const char* env = std::getenv("BERTFIT_API_KEY");
+  if (env != nullptr && *env == '\0') {
+    throw_error("BERTFIT_API_KEY is set but empty: give a key, or unset it to serve without one");
+  }
   return env != nullptr ? env : "";
 }
 
@@ -154,6 +165,9 @@ void run(const ServeOptions& o) {
         {"--tokenization-workers", o.tokenization_workers}}) {
     if (value < 0) throw_error(flag, " must be >= 0 (0: the default), got ", value);
   }
+  if (o.max_answer_bytes < 1) {
+    throw_error("--max-answer-bytes must be >= 1, got ", o.max_answer_bytes);
+  }
   const std::string key = api_key(o);
   // The model runs on the compute worker's OpenMP team alone (--threads is set there). This
   // thread loads and prepares it with one thread, so it starts no OpenMP pool of its own:
@@ -199,6 +213,7 @@ void run(const ServeOptions& o) {
   service_options.max_concurrent_requests = o.max_concurrent_requests;
   service_options.auto_truncate = o.auto_truncate;
   service_options.api_key = key;
+  service_options.max_answer_bytes = static_cast<std::size_t>(o.max_answer_bytes);
   service_options.limits = limits;
   service_options.tokenization_workers = workers;
   if (state.sentence_transformer) {
@@ -281,6 +296,10 @@ void add_serve_command(CLI::App& app) {
         "`ps`: prefer --api-key-file or the BERTFIT_API_KEY variable)",
         &o->api_key},
        {"--api-key-file", "Read the API key from the first line of this file", &o->api_key_file},
+       {"--max-answer-bytes",
+        "Bytes of the largest answer; a request whose answer would be larger is refused with 413 "
+        "(before any work when the size is known in advance, as for /embed_all)",
+        &o->max_answer_bytes},
        {"--tokenization-workers", "Connection threads, which also tokenize; 0: one per core",
         &o->tokenization_workers},
        {"--read-timeout",
@@ -289,7 +308,10 @@ void add_serve_command(CLI::App& app) {
         &o->read_timeout},
        {"--idle-timeout", "Seconds a keep-alive connection may wait for its next request",
         &o->idle_timeout}});
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, cmd] {
+    o->api_key_given = cmd->count("--api-key") > 0;
+    run(*o);
+  });
 }
 
 }  // namespace bertfit::cli

@@ -119,7 +119,7 @@ void Batcher::work(const std::function<void()>& warm_up) {
       while (!queue_.empty()) {
         const Item& next = queue_.front();
         const auto t = static_cast<std::int64_t>(next.job->inputs[next.index].input_ids.size());
-        if (now - next.job->enqueued > max_wait) {
+        if (now - next.job->enqueued > max_wait || next.job->gone()) {
           queued_tokens_ -= t;
           expired.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -145,7 +145,8 @@ void Batcher::work(const std::function<void()>& warm_up) {
 void Batcher::expire(std::vector<Item>& expired) {
   for (Item& item : expired) {
     Job& job = *item.job;
-    job.timed_out = job.failed = true;
+    if (!job.gone()) job.timed_out = true;
+    job.failed = true;
     if (--job.remaining == 0) job.on_done(item.job);
   }
 }

@@ -8,7 +8,8 @@
 // Admission is bounded by work, not by count: a job is refused (kFull) when the real tokens
 // already waiting plus its own would pass max_queued_tokens (an empty queue takes any job). An
 // input that has waited over max_queue_seconds when the worker reaches it is not computed: its
-// job completes with timed_out set.
+// job completes with timed_out set. Nor is the input of a job whose client has gone
+// (Job::client_gone).
 #pragma once
 
 #include <atomic>
@@ -41,10 +42,16 @@ struct Job {
   std::vector<std::size_t> row_start;
   std::size_t width = 0;
   // Called once, on the compute worker's thread, when every input has its logits (or the
-  // server is stopping without computing them: then failed is set). Must return quickly.
+  // server is stopping without computing them: then failed is set). The service formats the
+  // answer there (bounded by --max-answer-bytes), so that the queue's deadline counts it and no
+  // connection thread waits behind it.
   std::function<void(std::shared_ptr<Job>)> on_done;
   bool failed = false;
   bool timed_out = false;  // some input waited over max_queue_seconds (then failed is set too)
+  // Set (by the connection) when the client has gone: the inputs not yet computed are dropped
+  // (then failed is set too) and the answer is not formatted.
+  std::shared_ptr<const std::atomic<bool>> client_gone;
+  bool gone() const { return client_gone && client_gone->load(); }
   // Timing, summed over the inputs (seconds): queue wait and the inference of their batches.
   double queue_seconds = 0, inference_seconds = 0;
 
@@ -94,7 +101,8 @@ class Batcher {
   };
   void work(const std::function<void()>& warm_up);
   void run_batch(std::vector<Item>& batch);
-  // Completes the inputs that waited too long (taken off the queue by the worker).
+  // Completes the inputs that waited too long or whose client has gone (taken off the queue by
+  // the worker).
   void expire(std::vector<Item>& expired);
 
   Engine& engine_;

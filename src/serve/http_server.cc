@@ -3,6 +3,8 @@
 
 #include "serve/http_beast.h"  // first: it includes <utility> before Boost (see there)
 //
+#include <sys/socket.h>
+
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -116,6 +118,14 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   // Between requests: wait up to idle_timeout for the first byte of the next one.
   void wait_for_request() {
+    if (watching_) {
+      // The watch of the last request is still waiting: end it, then come back here.
+      resume_after_watch_ = true;
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+      return;
+    }
+    head_ = false;
     release_memory();
     if (buffer_.size() > 0) return read_header();  // pipelined: already here
     if (server_.stopping) return close();
@@ -153,8 +163,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto bad = check_framing(beast_detail::framing_headers(req.base()))) {
       return fail(*bad);
     }
+    // 100 Continue only to an HTTP/1.1 client about to send a body (RFC 9110 §10.1.1: never
+    // to HTTP/1.0).
     auto expect = req.find(http::field::expect);
-    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+    const bool body_follows = parser_->chunked() || parser_->content_length().value_or(0) > 0;
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue") &&
+        req.version() >= 11 && body_follows) {
       continue_ = {http::status::continue_, 11};
       return http::async_write(stream_, continue_,
                                [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -185,20 +199,53 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // the compute worker takes what it takes
     auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     HttpRequest r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
-    if (auto it = req.find(http::field::authorization); it != req.end()) {
-      r.authorization = std::string(it->value());
+    for (const auto& field : req) {
+      if (field.name() != http::field::authorization) continue;
+      if (r.authorization_headers++ == 0) r.authorization = std::string(field.value());
     }
     r.body = std::move(req.body());
     r.start = start_;
+    client_gone_ = std::make_shared<std::atomic<bool>>(false);
+    r.client_gone = client_gone_;
     parser_.reset();
+    watch_client();
     server_.service.handle(std::move(r), [self = shared_from_this()](HttpResponse response) {
       net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->write(std::move(response));
       });
     });
+  }
+
+  // While the answer is being made: a client that closes the connection (its FIN: a read
+  // would give end of stream; or a reset) has gone, and its work is dropped
+  // (HttpRequest::client_gone). Readiness alone proves nothing (it may be stale, or be a
+  // request's last bytes already read), so a non-blocking peek decides; with nothing to read
+  // the watch waits again. Bytes of a pipelined request end the watch; they are read after
+  // the answer.
+  void watch_client() {
+    if (buffer_.size() > 0) return;  // pipelined: the client is there
+    watching_ = true;
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+          self->watching_ = false;
+          if (self->resume_after_watch_) {
+            self->resume_after_watch_ = false;
+            return self->wait_for_request();
+          }
+          if (ec) return;
+          char byte;
+          const ssize_t n =
+              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            *self->client_gone_ = true;
+          } else if (n < 0) {
+            self->watch_client();  // nothing after all: wait again
+          }
+        });
   }
 
   void write(HttpResponse r) {
@@ -212,6 +259,12 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep = keep_alive_ && !server_.stopping;
     response_.keep_alive(keep);
     response_.prepare_payload();
+    if (head_) {
+      // HEAD: GET's headers, Content-Length included, and no body (RFC 9110 §9.3.2).
+      const std::size_t length = response_.body().size();
+      response_.body().clear();
+      response_.content_length(length);
+    }
     stream_.expires_after(to_ms(server_.options.read_timeout));
     http::async_write(stream_, response_,
                       [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
@@ -284,6 +337,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<Clock::rep> idle_since_{0};
   std::atomic<bool> reaped_{false};
   bool keep_alive_ = true;
+  bool head_ = false;  // the request being answered is a HEAD
+  std::shared_ptr<std::atomic<bool>> client_gone_;
+  bool watching_ = false, resume_after_watch_ = false;  // watch_client's wait is pending
 };
 
 void Server::add(const std::shared_ptr<Session>& s) {

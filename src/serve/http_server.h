@@ -5,7 +5,10 @@
 // first byte, an answer must be written within read_timeout. Headers over max_header_bytes get
 // 431, bodies over max_body_bytes 413, unparsable or ambiguously framed requests 400
 // (http_framing.h); each then closes the connection. No connection keeps an answer once it is
-// written, nor a large read buffer between requests.
+// written, nor a large read buffer between requests. `Expect: 100-continue` gets its 100 only
+// from an HTTP/1.1 request with a body; HEAD is answered with the headers alone. While a
+// request is being answered its connection is watched: a client that closes it has gone
+// (HttpRequest::client_gone), and its queued work is dropped.
 //
 // At most max_connections connections are open: a new one beyond it takes the place of the
 // connection idle the longest, or is closed at once when none is idle. When the process runs out

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "base/error.h"
 #include "tokenizer/normalizer.h"
@@ -19,21 +20,33 @@ using nlohmann::json;
 // The body as JSON: 422 if it is not UTF-8 (TEI refuses such text as a tokenizer error), 400
 // if it is not JSON or not an object. nlohmann's lexer takes a NUL byte for the end of the input
 // (so `{...}\0garbage` would parse), and JSON allows no raw NUL anywhere, even inside a string:
-// a body holding one is refused before parsing. A top-level key given twice is refused too
-// (nlohmann keeps the last, another parser the first: the two would read different requests).
+// a body holding one is refused before parsing. A key given twice in any object, at any depth,
+// is refused too (nlohmann keeps the last, another parser the first: the two would read
+// different requests); each object's keys go into a hash set, so the check is linear in the body.
 json parse_body(std::string_view body) {
   if (!valid_utf8(body)) throw ApiError(422, "tokenizer", "the request body is not valid UTF-8");
   if (body.find('\0') != std::string_view::npos) {
     bad_request("the request body is not valid JSON (a NUL byte)");
   }
-  std::vector<std::string> keys;
+  std::vector<std::unordered_set<std::string>> open;  // the keys of each object being parsed
   std::string duplicate;
-  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event,
+  const json::parser_callback_t note_keys = [&](int /*depth*/, json::parse_event_t event,
                                                 json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (std::find(keys.begin(), keys.end(), key) != keys.end()) duplicate = key;
-      keys.push_back(key);
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && duplicate.empty() &&
+            !open.back().insert(parsed.get_ref<const std::string&>()).second) {
+          duplicate = parsed.get_ref<const std::string&>();
+        }
+        break;
+      default:
+        break;
     }
     return true;
   };
@@ -315,19 +328,14 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
   return r;
 }
 
-Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
-                      TruncationDirection direction, int max_len, bool with_offsets) {
-  std::vector<std::int32_t> a;
-  std::vector<TokenOffset> a_offsets, b_offsets;
-  std::string a_lowered, b_lowered;  // a lowercasing model's texts (Tokenizer::input_text)
-  tokenizer.tokenize_into(tokenizer.input_text(input.a, a_lowered), a,
-                          with_offsets ? &a_offsets : nullptr);
-  std::optional<std::vector<std::int32_t>> b;
-  if (input.b) {
-    b.emplace();
-    tokenizer.tokenize_into(tokenizer.input_text(*input.b, b_lowered), *b,
-                            with_offsets ? &b_offsets : nullptr);
-  }
+namespace {
+
+// encode_input after tokenization: a's tokens (and offsets), b's if any.
+Encoding encode_tokens(const Tokenizer& tokenizer, std::vector<std::int32_t> a,
+                       std::vector<TokenOffset> a_offsets,
+                       std::optional<std::vector<std::int32_t>> b,
+                       std::vector<TokenOffset> b_offsets, bool truncate,
+                       TruncationDirection direction, int max_len, bool with_offsets) {
   const auto specials = static_cast<std::size_t>(tokenizer.num_special_tokens(b.has_value()));
   const std::size_t total = a.size() + (b ? b->size() : 0) + specials;
   if (total > static_cast<std::size_t>(max_len)) {
@@ -364,6 +372,35 @@ Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool t
   if (!with_offsets) return tokenizer.encode_ids(std::move(a), std::move(b), max_len);
   return tokenizer.encode_ids(std::move(a), std::move(b), max_len, &a_offsets,
                               b ? &b_offsets : nullptr);
+}
+
+}  // namespace
+
+Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
+                      TruncationDirection direction, int max_len, bool with_offsets) {
+  std::vector<std::int32_t> a;
+  std::vector<TokenOffset> a_offsets, b_offsets;
+  std::string a_lowered, b_lowered;  // a lowercasing model's texts (Tokenizer::input_text)
+  tokenizer.tokenize_into(tokenizer.input_text(input.a, a_lowered), a,
+                          with_offsets ? &a_offsets : nullptr);
+  std::optional<std::vector<std::int32_t>> b;
+  if (input.b) {
+    b.emplace();
+    tokenizer.tokenize_into(tokenizer.input_text(*input.b, b_lowered), *b,
+                            with_offsets ? &b_offsets : nullptr);
+  }
+  return encode_tokens(tokenizer, std::move(a), std::move(a_offsets), std::move(b),
+                       std::move(b_offsets), truncate, direction, max_len, with_offsets);
+}
+
+Encoding encode_pair(const Tokenizer& tokenizer, const std::vector<std::int32_t>& a,
+                     const std::string& b, bool truncate, TruncationDirection direction,
+                     int max_len) {
+  std::vector<std::int32_t> b_ids;
+  std::string lowered;
+  tokenizer.tokenize_into(tokenizer.input_text(b, lowered), b_ids, nullptr);
+  return encode_tokens(tokenizer, a, {}, std::move(b_ids), {}, truncate, direction, max_len,
+                       /*with_offsets=*/false);
 }
 
 }  // namespace bertfit::serve

@@ -72,9 +72,9 @@ struct PredictRequest {
 };
 
 // Throws ApiError: 422 for a body that is not UTF-8, 400 for malformed JSON or wrong types (a NUL
-// byte anywhere, bytes after the JSON value, or a key given twice in the top-level object or in
-// both it and "parameters" are malformed), 400 ("empty") for an empty batch, 413 for a batch of
-// more than max_client_batch_size inputs.
+// byte anywhere, bytes after the JSON value, or a key given twice in any object, or in both the
+// top level and "parameters", are malformed; the duplicate check is linear in the body), 400
+// ("empty") for an empty batch, 413 for a batch of more than max_client_batch_size inputs.
 PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size,
                                       InputShape shape = InputShape::kTextsOrPairs);
 
@@ -164,5 +164,10 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
 // the encoding's offsets (each token's bytes in its text) are filled.
 Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
                       TruncationDirection direction, int max_len, bool with_offsets = false);
+// encode_input of the pair (a, b) whose first text is already tokenized (a: its tokens, from
+// Tokenizer::tokenize_into of its input_text), without offsets: /rerank tokenizes its query once.
+Encoding encode_pair(const Tokenizer& tokenizer, const std::vector<std::int32_t>& a,
+                     const std::string& b, bool truncate, TruncationDirection direction,
+                     int max_len);
 
 }  // namespace bertfit::serve

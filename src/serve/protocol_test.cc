@@ -82,7 +82,8 @@ TEST(ServeProtocol, Refusals) {
 }
 
 // JSON that nlohmann alone would take but that another parser reads otherwise: bytes after a NUL
-// (nlohmann's end of input), a NUL inside a string, a top-level key twice (first or last wins).
+// (nlohmann's end of input), a NUL inside a string, a key twice in any object (first or last
+// wins).
 TEST(ServeProtocol, AmbiguousBodiesAreRefused) {
   using namespace std::string_literals;
   EXPECT_EQ(status_of("{\"inputs\":\"ab\"}\0garbage{{"s), 400);
@@ -92,6 +93,9 @@ TEST(ServeProtocol, AmbiguousBodiesAreRefused) {
   EXPECT_EQ(status_of(R"({"inputs": "ab"} x)"), 400);
   EXPECT_EQ(status_of(R"({"inputs": "ab", "inputs": ["c", "d"]})"), 400);
   EXPECT_EQ(status_of(R"({"inputs": "ab", "truncate": true, "truncate": false})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "parameters": {"k": 1, "k": 2}})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "x": [{"y": {"k": 1, "k": 2}}]})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": "ab", "a": {"k": 1}, "b": {"k": 2}})"), 200);
   // Nested objects may repeat a top-level key's name; an escaped NUL is a character like any.
   EXPECT_EQ(status_of(R"({"inputs": "ab", "meta": {"inputs": 1}})"), 200);
   EXPECT_EQ(status_of(R"({"inputs": "a\u0000b"})"), 200);

@@ -110,10 +110,17 @@ void Service::handle(HttpRequest req, Respond respond) {
     respond(std::move(r));
   };
   try {
+    if (req.authorization_headers > 1) {
+      throw ApiError(
+          400, "validation",
+          cat("the request has ", req.authorization_headers, " Authorization headers; send one"),
+          "duplicate_authorization");
+    }
     if (!known) throw ApiError(404, "not_found", "no route " + path);
-    if (req.method != (post ? "POST" : "GET")) {
+    // HEAD is GET without the body (which the connection leaves out).
+    if (post ? req.method != "POST" : req.method != "GET" && req.method != "HEAD") {
       throw ApiError(405, "method_not_allowed",
-                     cat(path, " accepts ", post ? "POST" : "GET", ", not ", req.method));
+                     cat(path, " accepts ", post ? "POST" : "GET and HEAD", ", not ", req.method));
     }
     if (path != "/health" && path != "/metrics" && !authorized(req)) {
       throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
@@ -244,57 +251,79 @@ void Service::predict(const HttpRequest& req, Respond respond) {
          });
 }
 
+ApiError Service::answer_too_large(std::size_t bytes) const {
+  return ApiError(413, "validation",
+                  cat("the answer would be ", bytes, " bytes, over the ", options_.max_answer_bytes,
+                      " of --max-answer-bytes; send fewer or shorter inputs"),
+                  "answer_limit");
+}
+
 void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
                      const std::vector<TextInput>& inputs, bool truncate,
                      TruncationDirection direction, bool with_offsets, Output output,
-                     Respond respond, std::function<std::string(const Job&)> format) {
+                     Respond respond, std::function<std::string(const Job&)> format,
+                     const AnswerBound& bound, const std::vector<std::int32_t>* first_tokens) {
   auto job = std::make_shared<Job>();
   job->output = output;
+  job->client_gone = req.client_gone;
   job->inputs.reserve(inputs.size());
   const Clock::time_point tokenize_start = Clock::now();
   std::int64_t tokens = 0;
   std::size_t characters = 0;
   for (const TextInput& input : inputs) {
-    job->inputs.push_back(
-        encode_input(tokenizer_, input, truncate, direction, max_input_length(), with_offsets));
+    job->inputs.push_back(first_tokens != nullptr && input.b
+                              ? encode_pair(tokenizer_, *first_tokens, *input.b, truncate,
+                                            direction, max_input_length())
+                              : encode_input(tokenizer_, input, truncate, direction,
+                                             max_input_length(), with_offsets));
     tokens += static_cast<std::int64_t>(job->inputs.back().input_ids.size());
     metrics_.input_tokens(static_cast<std::int64_t>(job->inputs.back().input_ids.size()));
     characters += input.a.size() + (input.b ? input.b->size() : 0);
+  }
+  if (bound) {
+    const std::size_t bytes = bound(job->inputs);
+    if (bytes > options_.max_answer_bytes) throw answer_too_large(bytes);
   }
   const double n = static_cast<double>(job->inputs.size());
   const double tokenization = seconds_since(tokenize_start) / n;
   for (std::size_t i = 0; i < job->inputs.size(); ++i) metrics_.tokenization(tokenization);
   const Clock::time_point start = req.start;
+  // On the compute worker: the answer is formatted there, then handed to the connections.
   job->on_done = [this, place, respond, start, n, tokens, tokenization, characters,
                   format = std::move(format)](std::shared_ptr<Job> done) {
-    post_([this, place, respond, start, n, tokens, tokenization, characters, format, done] {
-      if (done->timed_out) {
-        metrics_.rejection("queue_timeout", 503);
-        HttpResponse r =
-            error_response(503, "overloaded",
-                           cat("the request waited over ", options_.limits.max_queue_seconds,
-                               " s (--max-queue-time) for the model"));
-        r.headers.emplace_back("Retry-After", "1");
-        return respond(std::move(r));
-      }
-      if (done->failed) {
-        metrics_.rejection("inference_failed", 424);
-        return respond(error_response(424, "backend", "Inference failed"));
-      }
-      HttpResponse r;
+    HttpResponse r;
+    if (done->gone()) {
+      metrics_.rejection("client_gone", 0);
+      r = error_response(499, "client_gone", "the client closed the connection");
+    } else if (done->timed_out) {
+      metrics_.rejection("queue_timeout", 503);
+      r = error_response(503, "overloaded",
+                         cat("the request waited over ", options_.limits.max_queue_seconds,
+                             " s (--max-queue-time) for the model"));
+      r.headers.emplace_back("Retry-After", "1");
+    } else if (done->failed) {
+      metrics_.rejection("inference_failed", 424);
+      r = error_response(424, "backend", "Inference failed");
+    } else {
       r.body = format(*done);
-      const double total = seconds_since(start);
-      metrics_.request_duration(total);
-      r.headers = {{"x-compute-type", "cpu"},
-                   {"x-compute-time", millis(total)},
-                   {"x-compute-characters", std::to_string(characters)},
-                   {"x-compute-tokens", std::to_string(tokens)},
-                   {"x-total-time", millis(total)},
-                   {"x-tokenization-time", millis(tokenization)},
-                   {"x-queue-time", millis(done->queue_seconds / n)},
-                   {"x-inference-time", millis(done->inference_seconds / n)}};
-      respond(std::move(r));
-    });
+      if (r.body.size() > options_.max_answer_bytes) {
+        const ApiError e = answer_too_large(r.body.size());
+        metrics_.rejection(e.reason(), e.status());
+        r = error_response(e.status(), e.type(), e.what());
+      } else {
+        const double total = seconds_since(start);
+        metrics_.request_duration(total);
+        r.headers = {{"x-compute-type", "cpu"},
+                     {"x-compute-time", millis(total)},
+                     {"x-compute-characters", std::to_string(characters)},
+                     {"x-compute-tokens", std::to_string(tokens)},
+                     {"x-total-time", millis(total)},
+                     {"x-tokenization-time", millis(tokenization)},
+                     {"x-queue-time", millis(done->queue_seconds / n)},
+                     {"x-inference-time", millis(done->inference_seconds / n)}};
+      }
+    }
+    post_([place, respond, r = std::move(r)]() mutable { respond(std::move(r)); });
   };
   switch (batcher_.submit(job)) {
     case Admission::kQueued:
@@ -317,29 +346,35 @@ void Service::rerank(const HttpRequest& req, Respond respond) {
   }
   auto place = take_place();
   RerankRequest request = decode_rerank_request(req.body, options_.max_client_batch_size);
+  // The query is tokenized once, not once per text.
+  std::vector<std::int32_t> query;
+  std::string lowered;  // a lowercasing model's query (Tokenizer::input_text)
+  tokenizer_.tokenize_into(tokenizer_.input_text(request.query, lowered), query, nullptr);
   std::vector<TextInput> inputs;
   for (const std::string& text : request.texts) inputs.push_back({request.query, text});
   auto texts = std::make_shared<std::vector<std::string>>(std::move(request.texts));
   const bool raw = request.raw_scores, with_text = request.return_text;
-  submit(req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
-         request.direction, /*with_offsets=*/false, Output::kHead, std::move(respond),
-         [texts, raw, with_text](const Job& done) {
-           // TEI's answer: [{"index", "score", "text"?}] by descending score (ties: input order).
-           std::vector<std::pair<double, std::size_t>> scores;
-           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
-             const double logit = done.logits[done.row_start[i]];
-             scores.emplace_back(raw ? logit : 1.0 / (1.0 + std::exp(-logit)), i);
-           }
-           std::stable_sort(scores.begin(), scores.end(),
-                            [](const auto& x, const auto& y) { return x.first > y.first; });
-           json list = json::array();
-           for (const auto& [score, i] : scores) {
-             json item = {{"index", i}, {"score", score}};
-             if (with_text) item["text"] = (*texts)[i];
-             list.push_back(std::move(item));
-           }
-           return list.dump(-1, ' ', false, json::error_handler_t::replace);
-         });
+  submit(
+      req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
+      request.direction, /*with_offsets=*/false, Output::kHead, std::move(respond),
+      [texts, raw, with_text](const Job& done) {
+        // TEI's answer: [{"index", "score", "text"?}] by descending score (ties: input order).
+        std::vector<std::pair<double, std::size_t>> scores;
+        for (std::size_t i = 0; i < done.inputs.size(); ++i) {
+          const double logit = done.logits[done.row_start[i]];
+          scores.emplace_back(raw ? logit : 1.0 / (1.0 + std::exp(-logit)), i);
+        }
+        std::stable_sort(scores.begin(), scores.end(),
+                         [](const auto& x, const auto& y) { return x.first > y.first; });
+        json list = json::array();
+        for (const auto& [score, i] : scores) {
+          json item = {{"index", i}, {"score", score}};
+          if (with_text) item["text"] = (*texts)[i];
+          list.push_back(std::move(item));
+        }
+        return list.dump(-1, ' ', false, json::error_handler_t::replace);
+      },
+      /*bound=*/{}, &query);
 }
 
 void Service::append_predictions(std::string& out, const float* logits, bool raw_scores) const {

@@ -33,7 +33,9 @@
 //                                              task and the routes the model serves
 //   GET  /metrics                              Prometheus text (metrics.h)
 // With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY` (the
-// scheme in any case); a 401 says `WWW-Authenticate: Bearer`.
+// scheme in any case); a 401 says `WWW-Authenticate: Bearer`; a request with two Authorization
+// headers is refused (400) on every route. HEAD is answered on the GET routes (RFC 9110 §9.3.2:
+// GET's status and headers; the connection sends no body).
 // A model route the model cannot serve (/predict on an embedder, /embed, /embed_all,
 // /similarity, /v1/embeddings on a classifier, /rerank on anything but a cross-encoder) is TEI's
 // 424 ("backend": "Backend error: Model is not an embedding model", ...), naming the model's
@@ -43,7 +45,8 @@
 // max_batch_tokens tokens a request (413 past it); the model routes are admitted by the real
 // tokens already queued (429 past BatchLimits::max_queued_tokens), batched together by the
 // Batcher, and answered 503 with Retry-After when they waited in the queue over
-// max_queue_seconds. Every refusal is counted in /metrics by reason and status.
+// max_queue_seconds. Answers are bounded by max_answer_bytes (413). Every refusal is counted in
+// /metrics by reason and status.
 #pragma once
 
 #include <atomic>
@@ -65,11 +68,15 @@
 namespace bertfit::serve {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
+  std::string method;  // "GET", "HEAD", "POST", ...
   std::string target;  // path and query, as sent
   std::string authorization;
+  int authorization_headers = 0;  // how many Authorization lines it had (two or more: 400)
   std::string body;
   Clock::time_point start = Clock::now();  // when its header arrived
+  // Set by the connection when the client closes it before its answer: the queue then drops
+  // its inputs not yet computed and its answer is not formatted. Null: never.
+  std::shared_ptr<const std::atomic<bool>> client_gone;
 };
 
 struct HttpResponse {
@@ -92,6 +99,10 @@ struct ServiceOptions {
   bool auto_truncate = false;
   std::string api_key;  // empty: no authorization
   BatchLimits limits;
+  // The largest answer body (--max-answer-bytes): a request whose answer would be larger gets
+  // 413 naming the flag, before any work where the size is known in advance (/embed_all: its
+  // token rows), else once formatted.
+  std::size_t max_answer_bytes = std::size_t{32} << 20;
   int tokenization_workers = 1;
   // An embedding model's prompts (config_sentence_transformers.json) and the default one.
   std::map<std::string, std::string> prompts;
@@ -151,12 +162,20 @@ class Service {
   void embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
                    const std::string& prompt, bool normalize, std::optional<int> dimensions,
                    std::optional<bool> truncate, TruncationDirection direction, EmbedAnswer answer);
+  // An upper bound of an answer's bytes from the encoded inputs (0: not known in advance).
+  using AnswerBound = std::function<std::size_t(const std::vector<Encoding>&)>;
   // Encodes the inputs, queues them as one Job of `output` and answers with format(done) when it
-  // is computed (or the timeout, failure and overload answers); place is held until then.
+  // is computed (or the timeout, failure and overload answers); place is held until then. The
+  // answer is formatted on the compute worker (never for a client that has gone) and refused
+  // with 413 past max_answer_bytes: before queueing when bound says so, else once formatted.
+  // first_tokens: every input's first text already tokenized (/rerank's query, done once).
   void submit(const HttpRequest& req, std::shared_ptr<void> place,
               const std::vector<TextInput>& inputs, bool truncate, TruncationDirection direction,
               bool with_offsets, Output output, Respond respond,
-              std::function<std::string(const Job&)> format);
+              std::function<std::string(const Job&)> format, const AnswerBound& bound = {},
+              const std::vector<std::int32_t>* first_tokens = nullptr);
+  // The 413 of an answer of `bytes` over max_answer_bytes.
+  ApiError answer_too_large(std::size_t bytes) const;
   HttpResponse tokenize(const HttpRequest& req);
   HttpResponse decode(const HttpRequest& req);
   HttpResponse health() const;

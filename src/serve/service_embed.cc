@@ -3,6 +3,7 @@
 // head's vectors, or for /embed_all the last layer's token rows.
 #include <boost/archive/iterators/base64_from_binary.hpp>
 #include <boost/archive/iterators/transform_width.hpp>
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -26,6 +27,26 @@ std::string base64_of(const std::vector<float>& v) {
   std::string out(Encode(bytes), Encode(bytes + n));
   out.append((3 - n % 3) % 3, '=');
   return out;
+}
+
+// The most bytes append_floats writes per number: the shortest float32 text that reads back
+// the same ("-1.17549435e-38" is 15) and a comma.
+constexpr std::size_t kNumberBytes = 16;
+
+// The values as a JSON list's items, each the shortest float32 text that reads back the same
+// (as TEI's serde_json writes an f32), comma-separated; a non-finite value is null (as
+// nlohmann::json writes it).
+void append_floats(std::string& out, const float* values, std::size_t n) {
+  char buf[32];
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k > 0) out += ',';
+    if (!std::isfinite(values[k])) {
+      out += "null";
+      continue;
+    }
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, values[k]);
+    out.append(buf, end);
+  }
 }
 
 }  // namespace
@@ -83,21 +104,33 @@ void Service::embed_all(const HttpRequest& req, Respond respond) {
   const std::string prompt = prompt_of(request.prompt_name);
   std::vector<TextInput> inputs;
   for (std::string& text : request.inputs) inputs.push_back({prompt + text, std::nullopt});
-  submit(req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
-         request.direction, /*with_offsets=*/false, Output::kTokens, std::move(respond),
-         [](const Job& done) {
-           // TEI's answer: per input, per token (all of them, the special ones too), its vector.
-           json all = json::array();
-           for (std::size_t i = 0; i < done.inputs.size(); ++i) {
-             json rows = json::array();
-             for (std::size_t r = done.row_start[i]; r < done.row_start[i + 1]; ++r) {
-               const float* v = done.logits.data() + r * done.width;
-               rows.push_back(std::vector<float>(v, v + done.width));
-             }
-             all.push_back(std::move(rows));
-           }
-           return all.dump();
-         });
+  // The answer's size is known once the inputs are tokenized: every token's row of C numbers,
+  // each at most kNumberBytes with its comma, a row's brackets and comma, an input's too.
+  const auto C = static_cast<std::size_t>(config_.hidden);
+  auto bound = [C](const std::vector<Encoding>& encoded) {
+    std::size_t bytes = 2;
+    for (const Encoding& e : encoded) bytes += 3 + e.input_ids.size() * (3 + C * kNumberBytes);
+    return bytes;
+  };
+  submit(
+      req, std::move(place), inputs, request.truncate.value_or(options_.auto_truncate),
+      request.direction, /*with_offsets=*/false, Output::kTokens, std::move(respond),
+      [](const Job& done) {
+        // TEI's answer: per input, per token (all of them, the special ones too), its vector.
+        std::string out = "[";
+        for (std::size_t i = 0; i < done.inputs.size(); ++i) {
+          out += i > 0 ? ",[" : "[";
+          for (std::size_t r = done.row_start[i]; r < done.row_start[i + 1]; ++r) {
+            out += r > done.row_start[i] ? ",[" : "[";
+            append_floats(out, done.logits.data() + r * done.width, done.width);
+            out += ']';
+          }
+          out += ']';
+        }
+        out += ']';
+        return out;
+      },
+      bound);
 }
 
 void Service::similarity(const HttpRequest& req, Respond respond) {

@@ -95,6 +95,24 @@ std::string ByteLevelBpeTokenizer::token(std::int32_t id) const {
   return id_token_[id];
 }
 
+namespace {
+
+// HF's ByteLevel trim_offsets (process_offsets) of one token's offsets o, its bytes `token`: the
+// spaces it starts with move its start forward, those it ends with its end back (never past
+// each other), except one leading space of the sequence's first token when a prefix space is
+// added. A token of spaces alone is then empty, at its end.
+TokenOffset trimmed(TokenOffset o, std::string_view token, bool first, bool prefix_space) {
+  std::uint32_t leading = 0, trailing = 0;
+  while (leading < token.size() && token[leading] == ' ') ++leading;
+  while (trailing < token.size() && token[token.size() - 1 - trailing] == ' ') ++trailing;
+  if ((first || o.begin == 0) && prefix_space && leading == 1) leading = 0;
+  if (leading > 0) o.begin = std::min(o.begin + leading, o.end);
+  if (trailing > 0 && o.end >= trailing) o.end = std::max(o.end - trailing, o.begin);
+  return o;
+}
+
+}  // namespace
+
 void ByteLevelBpeTokenizer::tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
                                           std::vector<TokenOffset>* offsets) const {
   tokenize_text(text, add_prefix_space_, ids, offsets);
@@ -121,6 +139,7 @@ void ByteLevelBpeTokenizer::tokenize_text(std::string_view text, bool prefix_spa
       shift = 1;
     }
   }
+  const std::size_t first_token = ids.size();
   auto offset = [shift](std::uint32_t b, std::uint32_t e) {
     return TokenOffset{b > shift ? b - shift : 0, e > shift ? e - shift : 0};
   };
@@ -145,8 +164,8 @@ void ByteLevelBpeTokenizer::tokenize_text(std::string_view text, bool prefix_spa
         if (piece.id >= 0) {
           ids.push_back(piece.id);
           if (offsets != nullptr) {
-            const std::uint32_t b = s[pos] == ' ' && piece.bytes > 1 ? pos + 1 : pos;
-            offsets->push_back(offset(b, pos + piece.bytes));
+            offsets->push_back(trimmed(offset(pos, pos + piece.bytes), s.substr(pos, piece.bytes),
+                                       ids.size() - 1 == first_token, prefix_space));
           }
         }
         pos += piece.bytes;

@@ -132,49 +132,60 @@ std::string python_lower(std::string_view text) {
 void WordNormalizer::run(std::string_view word, bool lowercase, bool strip_accents) {
   // 1. Decode (the word was assembled from valid code points) and lowercase like str.lower().
   cps_.clear();
+  cp_origin_.clear();
   const auto* p = reinterpret_cast<const unsigned char*>(word.data());
   const auto* end = p + word.size();
-  while (p < end) {
+  for (std::uint32_t index = 0; p < end; ++index) {
     char32_t cp = *p < 0x80 ? *p++ : decode_utf8(p, end);
     if (lowercase) {
       if (cp == 0x130) {  // the one unconditional multi-code-point lowercase mapping
         cps_.push_back(U'i');
+        cp_origin_.push_back(index);
         cp = 0x307;
       } else {
         cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
       }
     }
     cps_.push_back(cp);
+    cp_origin_.push_back(index);
   }
 
   // 2. NFD: canonical decomposition of each code point, then canonical ordering (a stable
   // bubble sort of adjacent non-starters by combining class, as utf8proc and Python do).
   const std::vector<char32_t>* chars = &cps_;
+  const std::vector<std::uint32_t>* origin = &cp_origin_;
   if (strip_accents) {
     decomposed_.clear();
-    for (char32_t cp : cps_) {
+    decomposed_origin_.clear();
+    for (std::size_t c = 0; c < cps_.size(); ++c) {
       utf8proc_int32_t buf[16];
       int boundclass = 0;
-      const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 16,
-                                                         UTF8PROC_DECOMPOSE, &boundclass);
-      CHECK(n >= 1 && n <= 16, "utf8proc_decompose_char(", static_cast<std::uint32_t>(cp),
+      const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cps_[c]),
+                                                         buf, 16, UTF8PROC_DECOMPOSE, &boundclass);
+      CHECK(n >= 1 && n <= 16, "utf8proc_decompose_char(", static_cast<std::uint32_t>(cps_[c]),
             ") returned ", n);
-      for (utf8proc_ssize_t i = 0; i < n; ++i) decomposed_.push_back(static_cast<char32_t>(buf[i]));
+      for (utf8proc_ssize_t i = 0; i < n; ++i) {
+        decomposed_.push_back(static_cast<char32_t>(buf[i]));
+        decomposed_origin_.push_back(cp_origin_[c]);
+      }
     }
     for (std::size_t i = 0; i + 1 < decomposed_.size();) {
       const int c1 = combining_class(decomposed_[i]), c2 = combining_class(decomposed_[i + 1]);
       if (c2 > 0 && c1 > c2) {
         std::swap(decomposed_[i], decomposed_[i + 1]);
+        std::swap(decomposed_origin_[i], decomposed_origin_[i + 1]);
         i = i > 0 ? i - 1 : i + 1;
       } else {
         ++i;
       }
     }
     chars = &decomposed_;
+    origin = &decomposed_origin_;
   }
 
   // 3. Drop Mn (strip accents), split at punctuation and whitespace, encode the pieces.
   text_.clear();
+  origins_.clear();
   pieces_.clear();
   Piece cur{0, 0, 0};
   auto close = [&] {
@@ -182,17 +193,22 @@ void WordNormalizer::run(std::string_view word, bool lowercase, bool strip_accen
     if (cur.end > cur.begin) pieces_.push_back(cur);
     cur = Piece{cur.end, cur.end, 0};
   };
-  for (char32_t cp : *chars) {
+  auto append = [&](char32_t cp, std::uint32_t from) {
+    append_utf8(text_, cp);
+    origins_.resize(text_.size(), from);
+  };
+  for (std::size_t c = 0; c < chars->size(); ++c) {
+    const char32_t cp = (*chars)[c];
     if (strip_accents && cp >= 0x80 && category(cp) == UTF8PROC_CATEGORY_MN) continue;
     if (is_whitespace(cp)) {
       close();
     } else if (is_punctuation(cp)) {
       close();
-      append_utf8(text_, cp);
+      append(cp, (*origin)[c]);
       cur.cps = 1;
       close();
     } else {
-      append_utf8(text_, cp);
+      append(cp, (*origin)[c]);
       ++cur.cps;
     }
   }

@@ -73,16 +73,22 @@ struct Piece {
 // -> "i" U+0307), then if strip_accents NFD (canonical decomposition + canonical ordering) and
 // removal of category Mn, then a split into pieces at punctuation (each punctuation code point a
 // piece of its own) and whitespace. Reuses its buffers, so keep one per thread.
+// origins(): for each byte of text(), the index of the word's code point it came from (as Hugging
+// Face's NormalizedString aligns them: a lowercase or decomposition's code points all point at
+// the one they came from; a removed code point leaves no byte).
 class WordNormalizer {
  public:
   void run(std::string_view word, bool lowercase, bool strip_accents);
   const std::string& text() const { return text_; }
   const std::vector<Piece>& pieces() const { return pieces_; }
+  const std::vector<std::uint32_t>& origins() const { return origins_; }
 
  private:
   std::vector<char32_t> cps_;
   std::vector<char32_t> decomposed_;
+  std::vector<std::uint32_t> cp_origin_, decomposed_origin_;  // per code point of each
   std::string text_;
+  std::vector<std::uint32_t> origins_;  // per byte of text_
   std::vector<Piece> pieces_;
 };
 

@@ -264,6 +264,32 @@ TEST(Tokenizer, WordPieceOffsets) {
   EXPECT_EQ(offsets,
             (std::vector<TokenOffset>{
                 {0, 5}, {5, 6}, {7, 10}, {10, 13}, {13, 16}, {17, 23}, {24, 29}, {29, 30}}));
+  // Each piece of a non-ASCII word spans its own source bytes, as Hugging Face's fast tokenizer
+  // aligns them (its character offsets, converted to bytes here): a stripped accent inside a
+  // piece is in it, a dropped control character between pieces in neither; the jamo of one
+  // Hangul syllable share its bytes.
+  const std::string words = "the Saldaña to Zürichsee, e\u0301x\u0007y 한국어 İstanbul";
+  ids.clear();
+  offsets.clear();
+  uncased().tokenize_into(words, ids, &offsets);
+  EXPECT_EQ(offsets, (std::vector<TokenOffset>{{0, 3},
+                                               {4, 7},
+                                               {7, 12},
+                                               {13, 15},
+                                               {16, 23},
+                                               {23, 26},
+                                               {26, 27},
+                                               {28, 32},
+                                               {33, 34},
+                                               {35, 38},
+                                               {35, 38},
+                                               {35, 38},
+                                               {38, 41},
+                                               {38, 41},
+                                               {38, 41},
+                                               {41, 44},
+                                               {41, 44},
+                                               {45, 54}}));
   const Encoding e = uncased().encode("Hi", std::string_view("there"), 16, true);
   EXPECT_EQ(e.offsets, (std::vector<TokenOffset>{{0, 0}, {0, 2}, {0, 0}, {0, 5}, {0, 0}}));
 }

@@ -31,6 +31,9 @@ constexpr std::array<char, 128> kAsciiLower = make_ascii_lower();
 // Per-thread buffers, reused across calls so that the steady state allocates nothing.
 struct Scratch {
   std::string word;
+  // With offsets: the source bytes [cp_begin[i], cp_end[i]) of the word's code point i.
+  std::vector<std::uint32_t> cp_begin, cp_end;
+  std::vector<std::uint32_t> identity;  // 0, 1, 2, ...: an ASCII word's byte i is code point i
   tokenizer_detail::WordNormalizer normalizer;
 };
 Scratch& scratch() {
@@ -86,12 +89,20 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
   Scratch& s = scratch();
   std::string& word = s.word;
   word.clear();
+  s.cp_begin.clear();
+  s.cp_end.clear();
   bool ascii = true;  // word holds only ASCII: no Unicode normalization needed
   const auto* const start = reinterpret_cast<const unsigned char*>(text.data());
   const auto* p = start;
   const auto* const end = p + text.size();
-  std::uint32_t begin = 0, stop = 0;  // source bytes of word, relative to text
   auto at = [&](const unsigned char* q) { return static_cast<std::uint32_t>(q - start); };
+  // Notes the source bytes [from, to) of the code point just added to word.
+  auto source = [&](const unsigned char* from, const unsigned char* to) {
+    if constexpr (kOffsets) {
+      s.cp_begin.push_back(at(from));
+      s.cp_end.push_back(at(to));
+    }
+  };
   while (p < end) {
     const unsigned char c = *p;
     if (c < 0x80) {
@@ -100,8 +111,7 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
           const auto* q = p + 1;
           while (q < end && *q < 0x80 && kAsciiClass[*q] == AsciiClass::kWord) ++q;
           if constexpr (kOffsets) {
-            if (word.empty()) begin = at(p);
-            stop = at(q);
+            for (const auto* r = p; r < q; ++r) source(r, r + 1);
           }
           if (lowercase_) {
             for (; p < q; ++p) word.push_back(kAsciiLower[*p]);
@@ -112,7 +122,7 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
           break;
         }
         case AsciiClass::kSpace:
-          finish_word<kOffsets>(word, ascii, out, begin, stop);
+          finish_word<kOffsets>(word, ascii, out);
           ascii = true;
           ++p;
           break;
@@ -120,7 +130,7 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
           ++p;
           break;
         case AsciiClass::kPunct:
-          finish_word<kOffsets>(word, ascii, out, begin, stop);
+          finish_word<kOffsets>(word, ascii, out);
           ascii = true;
           out.ids.push_back(ascii_punct_id_[c]);
           if constexpr (kOffsets) {
@@ -135,58 +145,73 @@ void WordPieceTokenizer::tokenize_chunk(std::string_view text, Sink& out) const 
     const char32_t cp = tokenizer_detail::decode_utf8(p, end);
     switch (tokenizer_detail::classify(cp)) {
       case CharKind::kWord:
-        if constexpr (kOffsets) {
-          if (word.empty()) begin = at(cp_start);
-          stop = at(p);
-        }
         tokenizer_detail::append_utf8(word, cp);
+        source(cp_start, p);
         ascii = false;
         break;
       case CharKind::kSpace:
-        finish_word<kOffsets>(word, ascii, out, begin, stop);
+        finish_word<kOffsets>(word, ascii, out);
         ascii = true;
         break;
       case CharKind::kDrop:
         break;
       case CharKind::kCjk:
-        finish_word<kOffsets>(word, ascii, out, begin, stop);
+        finish_word<kOffsets>(word, ascii, out);
         tokenizer_detail::append_utf8(word, cp);
-        finish_word<kOffsets>(word, false, out, at(cp_start), at(p));
+        source(cp_start, p);
+        finish_word<kOffsets>(word, false, out);
         ascii = true;
         break;
     }
   }
-  finish_word<kOffsets>(word, ascii, out, begin, stop);
+  finish_word<kOffsets>(word, ascii, out);
 }
 
 template <bool kOffsets>
-void WordPieceTokenizer::finish_word(std::string& word, bool ascii, Sink& out, std::uint32_t begin,
-                                     std::uint32_t end) const {
+void WordPieceTokenizer::finish_word(std::string& word, bool ascii, Sink& out) const {
   if (word.empty()) return;
+  Scratch& s = scratch();
   if (ascii) {
-    wordpiece<kOffsets>(word, word.size(), out, word.size() == end - begin, begin, end);
+    if constexpr (kOffsets) {
+      for (auto i = static_cast<std::uint32_t>(s.identity.size()); i < word.size(); ++i) {
+        s.identity.push_back(i);
+      }
+    }
+    wordpiece<kOffsets>(word, word.size(), out,
+                        {s.identity.data(), s.cp_begin.data(), s.cp_end.data()});
   } else {
     // Lowercasing and NFD never cross an ASCII punctuation or space (they act per code point
     // and canonical ordering stops at starters), so normalizing this word alone equals HF's
     // normalization of the whole whitespace token.
-    tokenizer_detail::WordNormalizer& n = scratch().normalizer;
+    tokenizer_detail::WordNormalizer& n = s.normalizer;
     n.run(word, lowercase_, strip_accents_);
     const std::string_view text = n.text();
     for (const tokenizer_detail::Piece& piece : n.pieces()) {
-      wordpiece<kOffsets>(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out, false,
-                          begin, end);
+      wordpiece<kOffsets>(text.substr(piece.begin, piece.end - piece.begin), piece.cps, out,
+                          {n.origins().data() + piece.begin, s.cp_begin.data(), s.cp_end.data()});
     }
   }
   word.clear();
+  s.cp_begin.clear();
+  s.cp_end.clear();
 }
 
 template <bool kOffsets>
-void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink& out, bool exact,
-                                   std::uint32_t begin, std::uint32_t end) const {
-  const TokenOffset whole{out.base + begin, out.base + end};
+void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink& out,
+                                   const SourceMap& source) const {
+  // The source bytes of the word's bytes [from, to), from < to: from the first to the last
+  // source code point they came from (canonical ordering may have swapped two).
+  auto span = [&](std::size_t from, std::size_t to) {
+    std::uint32_t first = source.origin[from], last = first;
+    for (std::size_t i = from + 1; i < to; ++i) {
+      first = std::min(first, source.origin[i]);
+      last = std::max(last, source.origin[i]);
+    }
+    return TokenOffset{out.base + source.begin[first], out.base + source.end[last]};
+  };
   if (cps > static_cast<std::size_t>(max_input_chars_per_word_)) {
     out.ids.push_back(special_.unk);
-    if constexpr (kOffsets) out.offsets->push_back(whole);
+    if constexpr (kOffsets) out.offsets->push_back(span(0, word.size()));
     return;
   }
   const char* w = word.data();
@@ -210,16 +235,12 @@ void WordPieceTokenizer::wordpiece(std::string_view word, std::size_t cps, Sink&
       out.ids.push_back(special_.unk);
       if constexpr (kOffsets) {
         out.offsets->resize(offsets_mark);
-        out.offsets->push_back(whole);
+        out.offsets->push_back(span(0, n));
       }
       return;
     }
     out.ids.push_back(id);
-    if constexpr (kOffsets) {
-      out.offsets->push_back(exact ? TokenOffset{whole.begin + static_cast<std::uint32_t>(start),
-                                                 whole.begin + static_cast<std::uint32_t>(stop)}
-                                   : whole);
-    }
+    if constexpr (kOffsets) out.offsets->push_back(span(start, stop));
     start = stop;
   }
 }

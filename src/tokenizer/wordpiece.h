@@ -39,9 +39,10 @@ class WordPieceTokenizer final : public Tokenizer {
   // true), else tokenizer.json. Throws Error naming the folder if neither exists.
   static WordPieceTokenizer from_model_dir(const std::string& dir);
 
-  // Offsets: exact bytes for words made of ASCII; every token of a word with non-ASCII code
-  // points (which Unicode normalization may reshape) or dropped control characters gets the
-  // whole word's bytes.
+  // Offsets: each token's own source bytes, as Hugging Face's fast tokenizer aligns them: from
+  // the first to the last source code point its normalized code points came from (a code point
+  // removed by cleaning or accent stripping at a token's edge is not in it); a word that becomes
+  // [UNK] spans the whole pre-tokenized word (a piece between spaces and punctuation).
   void tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
                      std::vector<TokenOffset>* offsets) const override;
   std::string token(std::int32_t id) const override { return vocab_.at(id); }
@@ -72,16 +73,21 @@ class WordPieceTokenizer final : public Tokenizer {
   // Text free of literal special tokens.
   template <bool kOffsets>
   void tokenize_chunk(std::string_view text, Sink& out) const;
+  // Where a word's bytes came from: byte i of the word is part of source code point origin[i],
+  // which is the source bytes [begin[origin[i]], end[origin[i]]) of the chunk.
+  struct SourceMap {
+    const std::uint32_t* origin;
+    const std::uint32_t* begin;
+    const std::uint32_t* end;
+  };
   // Appends the ids of one word that is already normalized and free of whitespace and
   // punctuation (cps: its length in code points); a single [UNK] if it cannot be matched.
-  // exact: word's bytes are the source bytes [begin, ...) one for one; else every token gets
-  // [begin, end).
   template <bool kOffsets>
-  void wordpiece(std::string_view word, std::size_t cps, Sink& out, bool exact, std::uint32_t begin,
-                 std::uint32_t end) const;
+  void wordpiece(std::string_view word, std::size_t cps, Sink& out, const SourceMap& source) const;
+  // Tokenizes the word gathered so far (its source code points in the scratch buffers), then
+  // clears it.
   template <bool kOffsets>
-  void finish_word(std::string& word, bool ascii, Sink& out, std::uint32_t begin,
-                   std::uint32_t end) const;
+  void finish_word(std::string& word, bool ascii, Sink& out) const;
 
   std::vector<std::string> vocab_;
   tokenizer_detail::VocabIndex index_;
