@@ -131,16 +131,15 @@ TEST(DebertaTokenizer, PairTemplateAndLongestFirstTruncation) {
 // tokenizer.json, wherever the two tokenizers give the same ids (they differ only around
 // special tokens written in the text, whose spaces the slow tokenizer strips). The offsets are
 // libsentencepiece's, with a piece that starts with a run of whitespace starting at the run's
-// last character as in the fast tokenizer; they differ from the fast tokenizer's alignment in
-// two known ways, on the texts listed: a compatibility character NFKC expands to two pieces
-// gives the second piece an empty span, and a lone "\u2581" piece (before CJK text) is empty
-// (the fast tokenizer gives it the next character). Every GLUE and CoNLL text agrees.
+// last character as in the fast tokenizer, and a lone "\u2581" piece (the dummy prefix before
+// CJK text) the span of the text's first character as the fast tokenizer's Metaspace aligns
+// it; they differ from the fast tokenizer's alignment in one known way, on the text listed: a
+// compatibility character NFKC expands to two pieces gives the second piece an empty span.
+// Every GLUE and CoNLL text agrees.
 TEST(DebertaTokenizer, OffsetsAreTheFastTokenizers) {
   const auto from_spm = load_tokenizer(kModelDir);
   const auto from_json = load_tokenizer_file(kFixtures + "/tokenizer.json");
-  const std::vector<std::string> known = {
-      "\uFB01ne \uFF26\uFF35\uFF2C\uFF2C width \u00BD \u2460",
-      "\u6771\u4EAC\u306F\u65E5\u672C\u306E\u9996\u90FD\u3067\u3059"};
+  const std::vector<std::string> known = {"\uFB01ne \uFF26\uFF35\uFF2C\uFF2C width \u00BD \u2460"};
   const nlohmann::json rows = fixture("fast_offsets.json");
   int equal = 0, differing_ids = 0, known_seen = 0;
   for (const auto& row : rows) {
@@ -168,7 +167,7 @@ TEST(DebertaTokenizer, OffsetsAreTheFastTokenizers) {
       }
     }
   }
-  EXPECT_EQ(known_seen, 2);
+  EXPECT_EQ(known_seen, 1);
   EXPECT_EQ(equal + differing_ids + 2 * known_seen, 2 * 74);
   EXPECT_LE(differing_ids, 4);
 }

@@ -219,9 +219,22 @@ void SentencePieceTokenizer::encode_spm(std::string_view text, std::uint32_t bas
   const bool fast_alignment = kind_ == TokenizerKind::kDebertaSentencePiece;
   for (const auto& p : spt.pieces()) {
     ids.push_back(spm_to_id_[p.id()]);
-    const std::uint32_t begin =
-        fast_alignment ? last_space_of_run(text, p.begin(), p.end()) : p.begin();
-    offsets->push_back({base + begin, base + p.end()});
+    std::uint32_t begin = fast_alignment ? last_space_of_run(text, p.begin(), p.end()) : p.begin();
+    std::uint32_t stop = p.end();
+    if (fast_alignment && begin == stop && begin < text.size() && p.piece() == "\u2581") {
+      // The dummy prefix alone (before a character with no "\u2581X" piece): the fast
+      // tokenizer's Metaspace prepends it aligned with the text's first character.
+      const auto* at = reinterpret_cast<const unsigned char*>(text.data()) + begin;
+      const auto* next = at;
+      if (*next < 0x80) {
+        ++next;
+      } else {
+        tokenizer_detail::decode_utf8(
+            next, reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+      }
+      stop = begin + static_cast<std::uint32_t>(next - at);
+    }
+    offsets->push_back({base + begin, base + stop});
   }
 }
 

@@ -143,13 +143,29 @@ TEST(ServeBounds, TokenEntitiesCarryTheirOwnPiecesSpan) {
 
 // The real pipeline's entities (tests/fixtures/make_token_pipeline_fixture.py) for texts with
 // accents, combining marks, CJK, Hebrew, Arabic and emoji: the same tokens and offsets, and the
-// same entities for all five strategies, on WordPiece and byte-level BPE.
+// same entities for all five strategies, on WordPiece, byte-level BPE and SentencePiece.
+//
+// Two texts are known to differ on SentencePiece, where bertfit tokenizes spm.model as
+// libsentencepiece (the slow tokenizer) does and the pipeline's fast tokenizer normalizes with
+// tokenizers 0.13's Precompiled normalizer, which rewrites a grapheme of under 6 bytes whole:
+// "e\u0301" becomes "é" in both, but the fast tokenizer aligns that "é" with the "e" alone
+// (its piece ends before the mark); and of "s\u0323\u0307" and "a\u0301\u0300" it keeps only
+// the charsmap's match of a prefix ("ṣ", "á"), dropping the last mark, which the slow
+// tokenizer keeps (one more [UNK]). The test checks that these two still differ.
+bool fast_tokenizer_quirk(const std::string& model, const std::string& text) {
+  return model == "deberta-v3-tokcls-tiny" &&
+         (text.starts_with("na\u00efve caf\u00e9 e\u0301") || text.starts_with("s\u0323\u0307"));
+}
+
 TEST(ServeBounds, EntitiesEqualTheTransformersPipelineInEveryScript) {
   const json fixture = json::parse(
       read_text(std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/token_pipeline.json"));
   TempDir tmp;
-  for (auto [name, cls] : {std::pair{"bert-tokcls-tiny", "BertForTokenClassification"},
-                           std::pair{"roberta-tokcls-tiny", "RobertaForTokenClassification"}}) {
+  int quirks = 0;
+  for (auto [name, cls] :
+       {std::pair{"bert-tokcls-tiny", "BertForTokenClassification"},
+        std::pair{"roberta-tokcls-tiny", "RobertaForTokenClassification"},
+        std::pair{"deberta-v3-tokcls-tiny", "DebertaV2ForTokenClassification"}}) {
     SCOPED_TRACE(name);
     ServeProcess server("--model " + with_architectures(tmp, name, cls) + kFast);
     ASSERT_TRUE(server.started()) << server.err();
@@ -163,6 +179,17 @@ TEST(ServeBounds, EntitiesEqualTheTransformersPipelineInEveryScript) {
       HttpReply t = client.post("/tokenize", json{{"inputs", text}}.dump());
       ASSERT_EQ(t.status, 200) << t.body;
       const json tokens = json::parse(t.body)[0];
+      if (fast_tokenizer_quirk(name, text)) {
+        bool differs = tokens.size() != c["ids"].size();
+        for (std::size_t i = 0; !differs && i < tokens.size(); ++i) {
+          differs = tokens[i]["id"] != c["ids"][i] || (!tokens[i]["special"].get<bool>() &&
+                                                       (tokens[i]["start"] != c["offsets"][i][0] ||
+                                                        tokens[i]["stop"] != c["offsets"][i][1]));
+        }
+        EXPECT_TRUE(differs) << "now equal: take it off the list";
+        ++quirks;
+        continue;
+      }
       ASSERT_EQ(tokens.size(), c["ids"].size()) << t.body;
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         EXPECT_EQ(tokens[i]["id"], c["ids"][i]) << i;
@@ -198,6 +225,7 @@ TEST(ServeBounds, EntitiesEqualTheTransformersPipelineInEveryScript) {
     }
     EXPECT_GT(compared, 100u);
   }
+  EXPECT_EQ(quirks, 2);
 }
 
 // /embed_all's answer (tokens x hidden numbers) is refused with 413 naming --max-answer-bytes
