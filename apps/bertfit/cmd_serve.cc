@@ -217,6 +217,7 @@ void run(const ServeOptions& o) {
   service_options.limits = limits;
   service_options.tokenization_workers = workers;
   if (state.sentence_transformer) {
+    service_options.max_seq_length = state.sentence_transformer->max_seq_length.value_or(0);
     service_options.prompts = state.sentence_transformer->prompts;
     service_options.default_prompt_name = state.sentence_transformer->default_prompt_name;
   }

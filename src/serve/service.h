@@ -49,6 +49,7 @@
 // /metrics by reason and status.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -104,6 +105,9 @@ struct ServiceOptions {
   // token rows), else once formatted.
   std::size_t max_answer_bytes = std::size_t{32} << 20;
   int tokenization_workers = 1;
+  // An embedding model's max_seq_length (sentence_bert_config.json), as TEI takes it: inputs are
+  // cut there (truncate) or refused past it, and /info reports it; 0: the model's positions.
+  int max_seq_length = 0;
   // An embedding model's prompts (config_sentence_transformers.json) and the default one.
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
@@ -131,7 +135,10 @@ class Service {
 
   Metrics& metrics() { return metrics_; }
 
-  int max_input_length() const { return config_.max_tokens(); }
+  int max_input_length() const {
+    const int positions = config_.max_tokens();
+    return options_.max_seq_length > 0 ? std::min(options_.max_seq_length, positions) : positions;
+  }
   // What GET /info says: the pipeline task and the routes this model serves.
   const char* task() const;
   std::vector<std::string> routes() const;

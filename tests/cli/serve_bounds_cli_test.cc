@@ -235,9 +235,12 @@ TEST(ServeBounds, EmbedAllAnswersAreBoundedBeforeTheWork) {
                       " --max-answer-bytes 200000");
   ASSERT_TRUE(server.started()) << server.err();
   HttpClient client(server.port());
+  // 20 inputs of 62 tokens (under the folder's max_seq_length, 64): 20 × 62 rows of 16 numbers
+  // bound at 16 bytes each, 317 KB, past the 200 KB limit.
   std::string words;
-  for (int i = 0; i < 400; ++i) words += "x ";
-  HttpReply r = client.post("/embed_all", json{{"inputs", {words, words, words}}}.dump());
+  for (int i = 0; i < 60; ++i) words += "x ";
+  HttpReply r =
+      client.post("/embed_all", json{{"inputs", std::vector<std::string>(20, words)}}.dump());
   EXPECT_EQ(r.status, 413) << r.body.substr(0, 300);
   EXPECT_NE(r.body.find("--max-answer-bytes"), std::string::npos) << r.body;
   const std::string m = client.get("/metrics").body;

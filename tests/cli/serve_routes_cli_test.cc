@@ -101,19 +101,37 @@ TEST(ServeRoutesCli, EmbedAllIsTheLastLayerAtEveryToken) {
   const long batches = metric_value(metrics, "bertfit_batch_size_count");
   EXPECT_GE(batches, 2);
   EXPECT_EQ(metric_value(metrics, "bertfit_batch_size_bucket{le=\"2\"}"), batches) << metrics;
-  // Truncation and the length limit (512 positions), the batch limits, a prompt it lacks.
+  // Truncation and the length limit: the folder's max_seq_length (64, below the 512 positions),
+  // as sentence-transformers and TEI cut; the batch limits, a prompt it lacks.
   std::string long_text;
   for (int i = 0; i < 600; ++i) long_text += "a ";
   r = client.post("/embed_all", json{{"inputs", long_text}}.dump());
   EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("64"), std::string::npos) << r.body;
   for (const char* direction : {"right", "left"}) {
     r = client.post(
         "/embed_all",
         json{{"inputs", long_text}, {"truncate", true}, {"truncation_direction", direction}}
             .dump());
     ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_EQ(json::parse(r.body)[0].size(), 512u);
+    EXPECT_EQ(json::parse(r.body)[0].size(), 64u);
   }
+  EXPECT_EQ(json::parse(client.get("/info").body)["max_input_length"], 64);
+  // /embed of a text longer than max_seq_length: the vector `embed --truncate` gives (the one
+  // sentence-transformers' encode gives, cut at max_seq_length), not the one cut at 512.
+  std::string words;
+  for (int i = 0; i < 100; ++i) words += "word" + std::to_string(i % 7) + " ";
+  r = client.post("/embed", json{{"inputs", words}, {"truncate", true}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  write_text(tmp / "long.jsonl", json{{"text", words}}.dump() + "\n");
+  RunResult cut = run_bertfit("embed --model " + st_model() + " --input " + (tmp / "long.jsonl") +
+                              " --text-a-column text --truncate");
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  const auto want_cut =
+      json::parse(cut.out.substr(0, cut.out.find('\n')))["embedding"].get<std::vector<float>>();
+  const auto got_cut = json::parse(r.body)[0].get<std::vector<float>>();
+  ASSERT_EQ(got_cut.size(), want_cut.size());
+  for (std::size_t k = 0; k < got_cut.size(); ++k) EXPECT_NEAR(got_cut[k], want_cut[k], 1e-5) << k;
   for (const auto& [body, status] :
        {std::pair{json{{"inputs", std::vector<std::string>(33, "a")}}.dump(), 413},
         std::pair{json{{"inputs", json::array()}}.dump(), 400},
