@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "base/parallel.h"
 #include "kernels/cast.h"
+#include "kernels/dropout_internal.h"
 #include "kernels/grain.h"
 #include "kernels/vmath.h"
 
@@ -85,6 +86,13 @@ void widen_bf16(float* out, const std::uint16_t* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(x[i]) << 16);
   }
+}
+
+// A thread's scratch of at least n floats, kept from call to call.
+std::vector<float>& thread_buffer(std::int64_t n) {
+  thread_local std::vector<float> b;
+  if (static_cast<std::int64_t>(b.size()) < n) b.resize(static_cast<std::size_t>(n));
+  return b;
 }
 
 // out = act(x) as forward_span, and d = act'(x) as the backward kernels' (dout = 1), sharing
@@ -257,6 +265,120 @@ void derivative_bias_backward_bf16(float* dbias, std::uint16_t* g_bf16, const st
       }
     }
     for (int c = c0; c < c1; ++c) dbias[c] += static_cast<float>(acc[c - c0]);
+  });
+}
+
+namespace {
+
+// Drop's factor for element i of a stream: 1/(1-p) kept, 0 dropped; 1 without dropout.
+struct GateDropout {
+  float p;
+  std::uint64_t key;
+  std::uint32_t threshold;
+  float scale;
+  GateDropout(float p_, std::uint64_t key_)
+      : p(p_), key(key_), threshold(detail::keep_threshold(p_)), scale(detail::keep_scale(p_)) {}
+  float factor(std::uint64_t i) const {
+    if (p == 0.0f) return 1.0f;
+    return detail::random_bits(key, i) >= threshold ? scale : 0.0f;
+  }
+};
+
+// One row of a gated activation in fp32: y = Drop(act(in) · gate), `first` the index of the
+// row's first output element in the dropout stream.
+void gated_row(ActKind kind, float* y, const float* in, const float* gate, std::int64_t I,
+               const GateDropout& drop, std::uint64_t first) {
+  alignas(64) float a[kWideChunk];
+  for (std::int64_t i = 0; i < I; i += kWideChunk) {
+    const std::int64_t m = std::min(kWideChunk, I - i);
+    forward_span(kind, a, in + i, m);
+    for (std::int64_t k = 0; k < m; ++k) y[i + k] = a[k] * gate[i + k];
+    if (drop.p != 0.0f) {
+      for (std::int64_t k = 0; k < m; ++k) {
+        y[i + k] *= drop.factor(first + static_cast<std::uint64_t>(i + k));
+      }
+    }
+  }
+}
+
+void gated_row_backward(ActKind kind, float* d_in, float* d_gate, const float* dy, const float* in,
+                        const float* gate, std::int64_t I, const GateDropout& drop,
+                        std::uint64_t first) {
+  alignas(64) float a[kWideChunk];
+  alignas(64) float d[kWideChunk];
+  for (std::int64_t i = 0; i < I; i += kWideChunk) {
+    const std::int64_t m = std::min(kWideChunk, I - i);
+    forward_derivative_span(kind, a, d, in + i, m);
+    for (std::int64_t k = 0; k < m; ++k) {
+      const float g = drop.p != 0.0f
+                          ? dy[i + k] * drop.factor(first + static_cast<std::uint64_t>(i + k))
+                          : dy[i + k];
+      d_in[i + k] = g * gate[i + k] * d[k];
+      d_gate[i + k] = g * a[k];
+    }
+  }
+}
+
+// f(r) for every row r of M in parallel, a row's work ~ I.
+template <class F>
+void over_rows(std::int64_t M, std::int64_t I, F f) {
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, detail::kMinWorkPerThread / std::max<std::int64_t>(I, 1));
+  parallel_for(M, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) f(r);
+  });
+}
+
+}  // namespace
+
+void gated_activation_forward(ActKind kind, float* out, const float* x, std::int64_t M,
+                              std::int64_t I, float p, std::uint64_t key) {
+  CHECK(M >= 0 && I > 0, "M = ", M, ", I = ", I);
+  const GateDropout drop(p, key);
+  over_rows(M, I, [&](std::int64_t r) {
+    const float* xr = x + r * 2 * I;
+    gated_row(kind, out + r * I, xr, xr + I, I, drop, static_cast<std::uint64_t>(r * I));
+  });
+}
+
+void gated_activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16_t* x,
+                                   std::int64_t M, std::int64_t I, float p, std::uint64_t key) {
+  CHECK(M >= 0 && I > 0, "M = ", M, ", I = ", I);
+  const GateDropout drop(p, key);
+  over_rows(M, I, [&](std::int64_t r) {
+    float* in = thread_buffer(3 * I).data();  // input | gate | y
+    widen_bf16(in, x + r * 2 * I, 2 * I);
+    float* y = in + 2 * I;
+    gated_row(kind, y, in, in + I, I, drop, static_cast<std::uint64_t>(r * I));
+    cast_f32_to_bf16(out + r * I, y, I);
+  });
+}
+
+void gated_activation_backward(ActKind kind, float* dx, const float* dout, const float* x,
+                               std::int64_t M, std::int64_t I, float p, std::uint64_t key) {
+  CHECK(M >= 0 && I > 0, "M = ", M, ", I = ", I);
+  const GateDropout drop(p, key);
+  over_rows(M, I, [&](std::int64_t r) {
+    const float* xr = x + r * 2 * I;
+    float* dr = dx + r * 2 * I;
+    gated_row_backward(kind, dr, dr + I, dout + r * I, xr, xr + I, I, drop,
+                       static_cast<std::uint64_t>(r * I));
+  });
+}
+
+void gated_activation_backward_bf16(ActKind kind, std::uint16_t* dx, const std::uint16_t* dout,
+                                    const std::uint16_t* x, std::int64_t M, std::int64_t I, float p,
+                                    std::uint64_t key) {
+  CHECK(M >= 0 && I > 0, "M = ", M, ", I = ", I);
+  const GateDropout drop(p, key);
+  over_rows(M, I, [&](std::int64_t r) {
+    float* in = thread_buffer(5 * I).data();  // input | gate (2I), dy (I), d (2I)
+    float* dy = in + 2 * I;
+    float* d = dy + I;
+    widen_bf16(in, x + r * 2 * I, 2 * I);
+    widen_bf16(dy, dout + r * I, I);
+    gated_row_backward(kind, d, d + I, dy, in, in + I, I, drop, static_cast<std::uint64_t>(r * I));
+    cast_f32_to_bf16(dx + r * 2 * I, d, 2 * I);
   });
 }
 

@@ -39,4 +39,22 @@ void activation_forward_bf16_keep_derivative(ActKind kind, std::uint16_t* out, s
 void derivative_bias_backward_bf16(float* dbias, std::uint16_t* g_bf16, const std::uint16_t* dout,
                                    const std::uint16_t* d, std::int64_t N, int M);
 
+// Gated activations (GeGLU and its kin): x (M, 2I) holds each row's input then its gate;
+// out (M, I) = Drop(act(input) · gate), as transformers' `drop(act(input) * gate)` after
+// `chunk(2, dim=-1)` (ModernBERT's MLP). Drop as dropout_forward with stream `key` over the
+// (M, I) output (element r·I + k); p = 0: none.
+void gated_activation_forward(ActKind kind, float* out, const float* x, std::int64_t M,
+                              std::int64_t I, float p, std::uint64_t key);
+// The same on bf16 x and out (fp32 arithmetic, the result rounded once).
+void gated_activation_forward_bf16(ActKind kind, std::uint16_t* out, const std::uint16_t* x,
+                                   std::int64_t M, std::int64_t I, float p, std::uint64_t key);
+// dx (M, 2I) written from dout (M, I), the gradient w.r.t. out: with g = Drop's backward of
+// dout, d input = g · gate · act'(input), d gate = g · act(input).
+void gated_activation_backward(ActKind kind, float* dx, const float* dout, const float* x,
+                               std::int64_t M, std::int64_t I, float p, std::uint64_t key);
+// The same from bf16 dout and x into bf16 dx (each value rounded once from fp32).
+void gated_activation_backward_bf16(ActKind kind, std::uint16_t* dx, const std::uint16_t* dout,
+                                    const std::uint16_t* x, std::int64_t M, std::int64_t I, float p,
+                                    std::uint64_t key);
+
 }  // namespace bertfit

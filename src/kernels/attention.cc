@@ -86,6 +86,29 @@ struct Scratch {
   }
 };
 
+// Query row i's probabilities from its scores (K keys), then zeros to T: over the real keys,
+// or with a window over the real keys within it.
+template <class HeadT>
+void softmax_row(float* pi, const float* scores, const HeadT& hd, int i, int window) {
+  const int K = hd.kend;
+  if (window < 0) {
+    masked_softmax(pi, scores, hd.mask, K, hd.any_real);
+  } else {
+    const int lo = std::min(std::max(0, i - window), K);
+    const int hi = std::max(lo, std::min(K, i + window + 1));
+    bool any = false;
+    for (int j = lo; j < hi && !any; ++j) any = hd.mask[j] != 0;
+    if (!any) {  // past the sequence's end: a row the caller discards, finite
+      masked_softmax(pi, scores, hd.mask, K, hd.any_real);
+    } else {
+      std::fill(pi, pi + lo, 0.0f);
+      masked_softmax(pi + lo, scores + lo, hd.mask + lo, hi - lo, true);
+      std::fill(pi + hi, pi + K, 0.0f);
+    }
+  }
+  std::fill(pi + K, pi + hd.T, 0.0f);
+}
+
 void scaled_queries(const Head<float>& hd, float sqrt_d, Scratch& sc) {
   for (int i = 0; i < hd.qend; ++i) {
     const float* qi = hd.q(i);
@@ -109,7 +132,7 @@ void transpose_keys(const Head<float>& hd, int Kp, RowFn row, Scratch& sc) {
 
 // out: the first row of sequence b; probs: this head's (T,T) block.
 void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout& drop,
-                  float sqrt_d, Scratch& sc) {
+                  float sqrt_d, int window, Scratch& sc) {
   const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
   scaled_queries(hd, sqrt_d, sc);
   transpose_keys(
@@ -118,8 +141,7 @@ void head_forward(float* out, float* probs, const Head<float>& hd, const Dropout
   detail::small_gemm(Q, Kp, D, 1.0f, sc.qs.data(), D, 1, sc.kt.data(), Kp, sc.s.data(), Kp, false);
   for (int i = 0; i < Q; ++i) {
     float* pi = probs + static_cast<std::int64_t>(i) * T;
-    masked_softmax(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd.mask, K, hd.any_real);
-    std::fill(pi + K, pi + T, 0.0f);
+    softmax_row(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd, i, window);
   }
   // out (Q, D) = dropout(P) · v
   const auto [p, ldp] = dropped_probs(probs, hd, drop, Kp, sc);
@@ -202,7 +224,7 @@ struct ScratchBf16 {
 };
 
 void head_forward_bf16(float* out, float* probs, const Head<std::uint16_t>& hd, const Dropout& drop,
-                       float sqrt_d, ScratchBf16& sc) {
+                       float sqrt_d, int window, ScratchBf16& sc) {
   const int T = hd.T, D = hd.D, K = hd.kend, Q = hd.qend, Kp = round_up16(K);
   const int De = round_up2(D), Ke = round_up2(K), Dp = round_up16(D);
   // S (Q, K) = q · kᵀ / √D; q is an A operand in place unless D is odd.
@@ -216,8 +238,7 @@ void head_forward_bf16(float* out, float* probs, const Head<std::uint16_t>& hd, 
   // Each row's probabilities, and while the row is in L1 its P̃ = dropout(P) as a bf16 A row.
   for (int i = 0; i < Q; ++i) {
     float* pi = probs + static_cast<std::int64_t>(i) * T;
-    masked_softmax(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd.mask, K, hd.any_real);
-    std::fill(pi + K, pi + T, 0.0f);
+    softmax_row(pi, sc.s.data() + static_cast<std::size_t>(i) * Kp, hd, i, window);
     dropped_row_bf16(sc.a.data() + static_cast<std::size_t>(i) * Ke, pi, drop,
                      drop.base + static_cast<std::uint64_t>(i) * T, K);
   }
@@ -264,8 +285,10 @@ void head_backward_bf16(float* dqkv, const float* dout, const float* probs,
 }
 
 void check_shape(const AttentionShape& s) {
-  CHECK(s.B >= 0 && s.T > 0 && s.H > 0 && s.C > 0 && s.C % s.H == 0 && s.max_queries >= 0, "B ",
-        s.B, " T ", s.T, " C ", s.C, " H ", s.H, " max_queries ", s.max_queries);
+  CHECK(s.B >= 0 && s.T > 0 && s.H > 0 && s.C > 0 && s.C % s.H == 0 && s.max_queries >= 0 &&
+            s.window >= -1,
+        "B ", s.B, " T ", s.T, " C ", s.C, " H ", s.H, " max_queries ", s.max_queries, " window ",
+        s.window);
   CHECK(!s.query_mask, "plain attention masks keys only");
 }
 
@@ -303,9 +326,9 @@ void forward_impl(float* out, float* probs, const QKV* qkv, const std::int32_t* 
                   float* o = out + static_cast<std::int64_t>(b) * s.T * s.C;
                   float* pr = probs + task * s.T * s.T;
                   if constexpr (std::is_same_v<QKV, float>) {
-                    head_forward(o, pr, hd, drop, sqrt_d, sc);
+                    head_forward(o, pr, hd, drop, sqrt_d, s.window, sc);
                   } else {
-                    head_forward_bf16(o, pr, hd, drop, sqrt_d, sc);
+                    head_forward_bf16(o, pr, hd, drop, sqrt_d, s.window, sc);
                   }
                 });
 }

@@ -22,6 +22,11 @@ struct AttentionShape {
   // rows are 0 (DeBERTa's XSoftmax masks queries and keys). The disentangled kernel
   // (attention_relative.h) honours it; the plain one requires it false.
   bool query_mask = false;
+  // Sliding-window attention (ModernBERT's local layers): query i sees key j only when
+  // |i - j| <= window (-1: every key). Keys outside get probability exactly 0; a query with no
+  // real key in its window (only past a sequence's end) gets a uniform row over the real keys.
+  // The plain kernel honours it; the disentangled one requires -1.
+  int window = -1;
 };
 
 // qkv: (B,T,3C) rows laid out [q(C) | k(C) | v(C)], head h at channels [h·D, (h+1)·D).

@@ -247,6 +247,7 @@ void head_backward(float* dq, std::int64_t C, const float* dout, const float* pr
 }
 
 void check_relative(const AttentionShape& s, const std::int32_t* mask, const RelativeScores& rel) {
+  CHECK(s.window < 0, "the disentangled attention has no window");
   CHECK(s.B >= 0 && s.T > 0 && s.H > 0 && s.C > 0 && s.C % s.H == 0 && s.max_queries >= 0, "B ",
         s.B, " T ", s.T, " C ", s.C, " H ", s.H);
   CHECK(mask != nullptr, "attention needs a key mask");

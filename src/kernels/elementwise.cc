@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/dtype.h"
 #include "base/parallel.h"
 #include "kernels/cast.h"
 #include "kernels/grain.h"
@@ -48,6 +49,19 @@ void bias_backward_impl(float* dbias, std::uint16_t* out, const float* dout, std
 
 void bias_backward(float* dbias, const float* dout, std::int64_t N, int M) {
   bias_backward_impl<false>(dbias, nullptr, dout, N, M);
+}
+
+void bias_backward_bf16(float* dbias, const std::uint16_t* dout, std::int64_t N, int M) {
+  CHECK(N >= 0 && M > 0, "N = ", N, ", M = ", M);
+  detail::parallel_columns(N, M, [&](int c0, int c1) {
+    const int w = c1 - c0;
+    std::vector<double> acc(w, 0.0);
+    for (std::int64_t r = 0; r < N; ++r) {
+      const std::uint16_t* row = dout + r * M + c0;
+      for (int c = 0; c < w; ++c) acc[c] += bf16_to_f32(row[c]);
+    }
+    for (int c = 0; c < w; ++c) dbias[c0 + c] += static_cast<float>(acc[c]);
+  });
 }
 
 void bias_backward_cast(float* dbias, std::uint16_t* dout_bf16, const float* dout, std::int64_t N,

@@ -10,6 +10,8 @@ void add_forward(float* out, const float* a, const float* b, std::int64_t n);
 
 // dbias (M) += column sums of dout (N,M): the gradient of a broadcast bias add.
 void bias_backward(float* dbias, const float* dout, std::int64_t N, int M);
+// The same from bf16 rows (the sums in double).
+void bias_backward_bf16(float* dbias, const std::uint16_t* dout, std::int64_t N, int M);
 // The same, and dout_bf16 (N,M) = bf16(dout) in the same pass over dout (for the bf16 products
 // of a linear layer's backward).
 void bias_backward_cast(float* dbias, std::uint16_t* dout_bf16, const float* dout, std::int64_t N,

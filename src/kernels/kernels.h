@@ -21,3 +21,4 @@
 #include "kernels/layernorm.h"
 #include "kernels/loss.h"
 #include "kernels/optimizer.h"
+#include "kernels/rotary.h"

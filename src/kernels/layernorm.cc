@@ -38,6 +38,10 @@ void normalize_row(float* yr, float& m, float& rs, const float* xr, const float*
   const double var = sq / C;  // biased, as torch
   m = static_cast<float>(mu);
   rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+  if (bias == nullptr) {  // LayerNorm(bias=False)
+    for (int c = 0; c < C; ++c) yr[c] = (xr[c] - m) * rs * weight[c];
+    return;
+  }
   for (int c = 0; c < C; ++c) yr[c] = (xr[c] - m) * rs * weight[c] + bias[c];
 }
 
@@ -166,7 +170,7 @@ void layernorm_dropout_bias_backward(float* dres, float* dweight, float* dbias, 
         if (parts == 3) y += part[k * parts * C + 2 * C + c];
       }
       dweight[c] += static_cast<float>(w);
-      dbias[c] += static_cast<float>(b);
+      if (dbias != nullptr) dbias[c] += static_cast<float>(b);
       if (ybias != nullptr) ybias[c] += static_cast<float>(y);
     }
   });

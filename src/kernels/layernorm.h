@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension, biased variance, as torch.nn.LayerNorm.
+// LayerNorm over the last dimension, biased variance, as torch.nn.LayerNorm. A null bias (and
+// its null gradient) is LayerNorm(bias=False).
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,8 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   B = batch;
   T = tokens;
   const std::int64_t N = std::int64_t{batch} * tokens;
-  const std::int64_t C = c.hidden, I = c.intermediate, H = c.heads;
+  const std::int64_t C = c.hidden, I = c.intermediate, F = c.ffn_inner(), H = c.heads;
+  const bool gated = c.structure.gated_ffn, pre_norm = c.structure.pre_norm;
   const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
@@ -36,6 +37,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   qkv16_now_ = qkv16;
   qkv_in_ff1_now_ = qkv_in_ff1;
   keep_hidden_now_ = need_hidden;
+  gated_now_ = gated;
   share_layers_now_ = share;
   if (N <= capacity_rows_ && attn <= capacity_attn_ && batch <= capacity_batch_ &&
       (training_ || !for_training) && (bf16_ || !bf16) && (int8_ || !int8) && (qkv16_ || !qkv16) &&
@@ -78,12 +80,19 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     if (need_f32) {
       grow(l.att, rows * C);
       grow(l.h1, rows * C);
-      grow(l.ff1, rows * I);
-      if (training_) grow(l.act, rows * I);  // inference: act overwrites ff1 (see act())
+      grow(l.ff1, rows * F);
+      // inference: act overwrites ff1 (see act()), unless gated (2I wide rows into I wide)
+      if (training_ || gated) grow(l.act, rows * I);
     }
+    if (pre_norm) grow(l.normed, rows * C);
     if (need_hidden) grow(l.out, rows * C);
   }
   grow(first_x, nb * C);
+  if (pre_norm) {
+    grow(final_out, rows * C);
+    grow(final_mean, rows);
+    grow(final_rstd, rows);
+  }
   model_head(c).resize(c, *this, nb, rows, training_, bf16_);
   if (training_) {
     for (auto* b : {&d_out, &d_in, &d_ff2, &d_h1, &d_att}) {
@@ -92,7 +101,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     if (c.family->attention_output_dropout) grow(d_att_proj, rows * C);
     if (need_f32) {
       grow(d_act, rows * I);
-      grow(d_ff1, rows * I);
+      grow(d_ff1, rows * F);
     }
     grow(d_qkv, rows * 3 * C);
   }
@@ -102,11 +111,11 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
       grow(l.x_bf16, rows * C);
       grow(l.att_bf16, rows * C);
       grow(l.h1_bf16, rows * C);
-      if (training_) grow(l.act_bf16, rows * I);
-      grow(l.ff1_bf16, rows * I);
+      if (training_ || gated) grow(l.act_bf16, rows * I);
+      grow(l.ff1_bf16, rows * F);
     }
     if (training_) {
-      grow(dy_bf16, rows * std::max(3 * C, I));
+      grow(dy_bf16, rows * std::max(3 * C, F));
       grow(d_act_bf16, rows * I);
     }
   }
@@ -127,6 +136,10 @@ float* Activations::embedded() { return keep_hidden_now_ ? x0.data() : shared_hi
 
 float* Activations::layer_out(int l) {
   return keep_hidden_now_ ? layers[l].out.data() : shared_hidden.data();
+}
+
+float* Activations::encoder_out(const ModelConfig& config) {
+  return config.structure.pre_norm ? final_out.data() : layer_out(config.layers - 1);
 }
 // The per-layer tensors below come from layer(l): layers[0] for every layer when shared.
 
@@ -156,8 +169,9 @@ Rows Activations::ff1(int l) {
 Rows Activations::act(int l) {
   // Only backward reads ff1 once act is made: an inference forward writes act over it.
   LayerActivations& s = layer(l);
-  if (bf16_now_) return Rows{nullptr, training_now_ ? s.act_bf16.data() : s.ff1_bf16.data()};
-  return Rows{training_now_ ? s.act.data() : s.ff1.data(), nullptr, quantized(q8_inner)};
+  const bool own = training_now_ || gated_now_;
+  if (bf16_now_) return Rows{nullptr, own ? s.act_bf16.data() : s.ff1_bf16.data()};
+  return Rows{own ? s.act.data() : s.ff1.data(), nullptr, quantized(q8_inner)};
 }
 Rows Activations::d_act_rows() {
   return bf16_now_ ? Rows{nullptr, d_act_bf16.data()} : Rows{d_act.data()};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/aligned.h"
+#include "kernels/rotary.h"
 #include "model/config.h"
 #include "model/linear.h"
 #include "model/precision.h"
@@ -40,6 +41,7 @@ struct LayerActivations {
                                       // training only: inference writes it over ff1)
   AlignedBuffer<float> res2;          // (N,C) h1 + dropout(act·W2ᵀ + b2): input of LayerNorm 2
   AlignedBuffer<float> mean2, rstd2;  // (N)
+  AlignedBuffer<float> normed;        // (N,C) pre-norm layers: the attention norm's output
   AlignedBuffer<float> out;           // (N,C) LayerNorm 2 output = next layer's input (fp32, or
                                       // bf16 keeping hidden states)
   // bf16 precision only: the bf16 copies of the four products' inputs, saved for dW.
@@ -60,8 +62,10 @@ struct HeadActivations {
   AlignedBuffer<float> pre;   // (R,C) the dense product's output (the activation's input)
   AlignedBuffer<float> act;   // (R,C) the activation's output
   AlignedBuffer<float> drop;  // (R,C) the same after dropout: the output product's input
-  AlignedBuffer<float> d_x, d_pre, d_act;          // (R,C) backward
-  AlignedBuffer<std::uint16_t> x_bf16, drop_bf16;  // (R,C) bf16: the products' inputs
+  AlignedBuffer<float> d_x, d_pre, d_act;  // (R,C) backward
+  // A norm after the activation (ModernBERT's head.norm): its output, statistics, gradient.
+  AlignedBuffer<float> normed, mean, rstd, d_normed;  // (R,C), (R), (R), (R,C)
+  AlignedBuffer<std::uint16_t> x_bf16, drop_bf16;     // (R,C) bf16: the products' inputs
   AlignedBuffer<float> out, d_out;  // (R,K) outputs per row before they are laid out as logits
   // Pooling: per (sequence, channel) the row max pooling took; per sequence its real tokens,
   // its last real row, and the pooled vector's norm (Normalize).
@@ -106,6 +110,9 @@ struct Activations {
     return rel_pos[rel_pos.size() > static_cast<std::size_t>(l) ? l : 0].data();
   }
   float* rel_drop_of(int l) { return rel_drop[l].data(); }
+  // Rotary tables (kernels/rotary.h) made so far, one per base and head size, grown to the
+  // longest T seen (a table serves every shorter T).
+  std::vector<RotaryTable> rotary_tables;
   std::vector<std::int64_t> cls_rows;      // (B) row of each sequence's first token
   std::vector<std::int32_t> row_sequence;  // (N) each row's sequence; -1 for a padding row
   // The last forward kept what backward needs (ModelInput::for_backward or dropout training).
@@ -115,7 +122,9 @@ struct Activations {
   bool cls_only = false;
   std::vector<std::int64_t> first_rows;  // (B) padded row b·T of each sequence's first token
   AlignedBuffer<float> first_x;          // (B,C) the last layer's input at those rows
-  HeadActivations head;                  // sized by the head (model/head.h)
+  // Pre-norm families' final norm (model/final_norm.h): its output, what the head reads.
+  AlignedBuffer<float> final_out, final_mean, final_rstd;  // (N,C), (N), (N)
+  HeadActivations head;                                    // sized by the head (model/head.h)
   // The head's outputs: (B,K) for a sequence head, (B·T,K) in the padded layout for a token
   // head (padding rows 0); probs and dlogits alike.
   AlignedBuffer<float> logits;
@@ -181,16 +190,18 @@ struct Activations {
   // the layer code hands to the ops, which read the form their precision uses.
   float* embedded();        // (N,C) x0: own buffer in fp32 or keeping hidden states, else shared
   float* layer_out(int l);  // (N,C) layer l's output, as embedded()
-  Rows layer_in(int l);     // the layer's input (embedded() or layer_out(l-1)), + bf16 slot
-                            // (int8: + the quantized slot for l > 0)
-  Rows qkv(int l);          // fp32, or bf16 alone (int8 with native bf16: both, see resize)
-  Rows att(int l);          // fp32 (bf16: shared) + bf16 slot
-  Rows h1(int l);           // fp32 (bf16: shared) + bf16 slot (int8: + the quantized slot)
-  Rows ff1(int l);          // fp32, or bf16 alone
-  Rows act(int l);          // fp32 (int8: + the quantized slot), or bf16 alone; an inference
-                            // forward's is ff1's buffer (the activation runs in place)
-  Rows emb_normed_rows();   // (N,E) emb_normed + bf16 slot: the embedding projection's input
-  Rows d_act_rows();        // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
+  // What the head reads: the last layer's output, or in pre-norm families its final norm's.
+  float* encoder_out(const ModelConfig& config);
+  Rows layer_in(int l);    // the layer's input (embedded() or layer_out(l-1)), + bf16 slot
+                           // (int8: + the quantized slot for l > 0)
+  Rows qkv(int l);         // fp32, or bf16 alone (int8 with native bf16: both, see resize)
+  Rows att(int l);         // fp32 (bf16: shared) + bf16 slot
+  Rows h1(int l);          // fp32 (bf16: shared) + bf16 slot (int8: + the quantized slot)
+  Rows ff1(int l);         // fp32, or bf16 alone
+  Rows act(int l);         // fp32 (int8: + the quantized slot), or bf16 alone; an inference
+                           // forward's is ff1's buffer (the activation runs in place)
+  Rows emb_normed_rows();  // (N,E) emb_normed + bf16 slot: the embedding projection's input
+  Rows d_act_rows();       // (N,I) gradient w.r.t. the activation's output: fp32, or bf16 alone
   std::uint16_t* dy_scratch() { return bf16_now_ ? dy_bf16.data() : nullptr; }
   bool bf16_now() const { return bf16_now_; }  // the last resize()'s precision is bf16
 
@@ -207,6 +218,7 @@ struct Activations {
   bool qkv16_ = false;           // layers' qkv_bf16 allocated
   std::int64_t qkv32_rows_ = 0;  // rows of the layers' fp32 qkv
   bool all_layers_ = false;      // every layer's buffers hold the capacity (else only layers[0]'s)
+  bool gated_now_ = false;       // the FFN is gated: act never overwrites ff1
   bool bf16_now_ = false, int8_now_ = false, training_now_ = false, qkv16_now_ = false,
        qkv_in_ff1_now_ = false, keep_hidden_now_ = true,
        share_layers_now_ = false;                // last resize()'s

@@ -9,6 +9,7 @@
 #include "gemm/gemm.h"
 #include "model/embeddings.h"
 #include "model/family.h"
+#include "model/final_norm.h"
 #include "model/head.h"
 #include "model/layer.h"
 #include "model/relative_positions.h"
@@ -25,6 +26,9 @@ LayerRun layer_run(const ModelConfig& c, const ModelInput& in, const DropoutStat
   run.mask = in.attention_mask;
   run.dropout = &drop;
   run.p_hidden = drop.train ? static_cast<float>(c.hidden_dropout) : 0.0f;
+  run.p_embed = !drop.train                ? 0.0f
+                : c.embedding_dropout >= 0 ? static_cast<float>(c.embedding_dropout)
+                                           : run.p_hidden;
   run.p_attn = drop.train ? static_cast<float>(c.attention_dropout) : 0.0f;
   return run;
 }
@@ -42,18 +46,20 @@ void BertModel::forward(const ModelWeights& w, const ModelInput& in, const Dropo
   CHECK(w.with_backward() || !for_backward,
         "a forward that keeps backward state needs weights prepared with_backward");
   CHECK(precision_ != Precision::kInt8 || !for_backward, "int8 is for inference only");
-  // Hidden states of every layer are kept for fp32's backward (it reads them) and on request;
-  // an inference forward otherwise runs every layer on one layer's buffers.
+  // Hidden states of every layer are kept for fp32's backward (it reads them; pre-norm layers'
+  // backward reads them in bf16 too) and on request; an inference forward otherwise runs every
+  // layer on one layer's buffers.
   a.resize(c, in.B, in.T, for_backward, precision_,
-           /*keep_hidden=*/(for_backward && !bf16) || in.full_last_layer);
+           /*keep_hidden=*/(for_backward && (!bf16 || c.structure.pre_norm)) || in.full_last_layer);
   a.layout_tokens(c, in.input_ids, in.token_type_ids, in.attention_mask, in.unpadded);
   a.for_backward = for_backward;
   const Head& head = model_head(c);
-  a.cls_only = !in.full_last_layer && head.first_tokens_only();
+  a.cls_only = !in.full_last_layer && head.first_tokens_only(c);
   const LayerRun run = layer_run(c, in, drop, a);
   Embeddings(w).forward(run, a);
   if (RelativePositions::used(c)) RelativePositions(w).forward(a);
   for (int l = 0; l < c.layers; ++l) EncoderLayer(w, l).forward(run, a);
+  if (FinalNorm::used(c)) FinalNorm(w).forward(a);
   head.forward(w, drop, a);
 }
 
@@ -85,6 +91,10 @@ void BertModel::backward(const ModelWeights& w, float* grads, const ModelInput& 
   GradsReady ready(layout_.grad_ready_offsets(), on_grads_ready);
   const LayerRun run = layer_run(c, in, drop, a);
   model_head(c).backward(w, drop, grads, a, ready);
+  if (FinalNorm::used(c)) {
+    FinalNorm(w).backward(grads, a, ready);
+    std::swap(a.d_out, a.d_in);
+  }
   for (int l = c.layers - 1; l >= 0; --l) {
     EncoderLayer(w, l).backward(run, grads, a, ready);
     std::swap(a.d_out, a.d_in);

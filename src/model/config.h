@@ -46,6 +46,37 @@ struct RelativeAttentionConfig {
   bool operator==(const RelativeAttentionConfig&) const = default;
 };
 
+// The encoder layer's structure where it differs from BERT's post-LayerNorm layer with a bias
+// in every product and norm and a plain FFN (model/layer.h); ModernBERT's keys.
+struct LayerStructure {
+  // Norms before attention and before the FFN (pre-LN), and one after the last layer (the
+  // family's final_norm); layer 0 has no attention norm when first_attention_norm is false.
+  bool pre_norm = false;
+  bool first_attention_norm = true;
+  // The FFN's first product gives 2·I: act(its first half) · its second half (GeGLU).
+  bool gated_ffn = false;
+  bool attention_bias = true;  // attention_bias: in q|k|v and o
+  bool mlp_bias = true;        // mlp_bias: in the FFN's two products
+  bool norm_bias = true;       // norm_bias: in every LayerNorm
+  bool operator==(const LayerStructure&) const = default;
+};
+
+// Rotary position embeddings on q and k and sliding-window attention (ModernBERT's keys): layer
+// l is global when l % global_every == 0 (global_rope_theta), else local (local_rope_theta),
+// a local layer's query i seeing key j only when |i - j| <= window / 2.
+struct RotaryConfig {
+  bool enabled = false;
+  double global_theta = 10000.0;  // global_rope_theta
+  double local_theta = 10000.0;   // local_rope_theta
+  int global_every = 1;           // global_attn_every_n_layers
+  int window = -1;                // local_attention (-1: every layer global)
+  bool global(int l) const { return window < 0 || l % global_every == 0; }
+  double theta(int l) const { return global(l) ? global_theta : local_theta; }
+  // The farthest key a query of layer l sees (-1: any).
+  int window_half(int l) const { return global(l) ? -1 : window / 2; }
+  bool operator==(const RotaryConfig&) const = default;
+};
+
 // The family a default-constructed config belongs to (DistilBERT).
 const ModelFamily& default_family();
 
@@ -74,6 +105,17 @@ struct ModelConfig {
   // position_biased_input; false in DeBERTa-v3, whose positions are relative only).
   bool absolute_positions = true;
   RelativeAttentionConfig relative;  // off but in DeBERTa
+  LayerStructure structure;          // BERT's but in ModernBERT
+  RotaryConfig rotary;               // off but in ModernBERT
+  // Dropout of the embeddings' output (ModernBERT's embedding_dropout; < 0: hidden_dropout) and
+  // on the attention output projection (ModernBERT's attention_dropout; < 0: the family's rule,
+  // hidden_dropout or none).
+  double embedding_dropout = -1;
+  double attention_output_dropout = -1;
+  // The sequence classifier's input: the first token, or the mean of the real tokens
+  // (ModernBERT's classifier_pooling); its dense layer's bias (classifier_bias).
+  Pooling classifier_pooling = Pooling::kCls;
+  bool classifier_bias = true;
   // The sequence classifier's dense layer when the config sizes and activates it (DeBERTa's
   // ContextPooler: pooler_hidden_size, pooler_hidden_act, pooler_dropout on the first token);
   // otherwise the family's (model/family.h, ClassifierHeadSpec) on `hidden` channels.
@@ -99,6 +141,8 @@ struct ModelConfig {
   bool normalize = false;
 
   int head_dim() const { return hidden / heads; }
+  // The width of the FFN's first product: 2·I when gated.
+  int ffn_inner() const { return structure.gated_ffn ? 2 * intermediate : intermediate; }
   int pooler_dim() const { return pooler_hidden > 0 ? pooler_hidden : hidden; }
   // Token-type embeddings: the family names them and the config has types (type_vocab_size).
   bool token_types() const;

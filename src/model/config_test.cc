@@ -149,7 +149,7 @@ TEST(Config, Rejections) {
     j.erase(key);
     return j;
   };
-  expect_config_error(with(d, "model_type", "modernbert"), "model_type", "unsupported");
+  expect_config_error(with(d, "model_type", "mpnet"), "model_type", "unsupported");
   expect_config_error(without(d, "dim"), "'dim'", "missing");
   expect_config_error(without(b, "num_hidden_layers"), "'num_hidden_layers'", "missing");
   expect_config_error(with(d, "activation", "silu"), "'activation'", "not supported");

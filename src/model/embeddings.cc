@@ -51,7 +51,7 @@ void Embeddings::declare(const ModelConfig& c, LayoutBuilder& b) {
   if (c.token_types()) {
     b.embedding(e + n.token_type + ".weight", Role::kTypeEmb, c.type_vocab_size, E);
   }
-  b.layer_norm(e + n.layer_norm, Role::kEmbLnW, E);
+  b.layer_norm(e + n.layer_norm, Role::kEmbLnW, E, c.structure.norm_bias);
   if (projects(c)) b.linear(n.projection, Role::kProjW, c.hidden, E, /*quantized=*/false);
 }
 
@@ -65,9 +65,9 @@ void Embeddings::forward(const LayerRun& run, Activations& a) const {
                     types ? w_(Role::kTypeEmb) : nullptr, N, E);
   float* normed = project ? a.emb_normed.data() : a.embedded();
   layernorm_forward(normed, a.emb_mean.data(), a.emb_rstd.data(), a.emb.data(), w_(Role::kEmbLnW),
-                    w_(Role::kEmbLnB), N, E, static_cast<float>(c.layer_norm_eps));
+                    w_.maybe(Role::kEmbLnB), N, E, static_cast<float>(c.layer_norm_eps));
   if (c.family->masks_padding_rows) zero_padding_rows(normed, a, E);
-  dropout_forward(normed, normed, N * E, run.p_hidden,
+  dropout_forward(normed, normed, N * E, run.p_embed,
                   dropout_key(*run.dropout, 0, kSiteEmbeddings));
   if (project) w_.linear(Role::kProjW).forward(Rows{a.embedded()}, a.emb_normed_rows(), N);
 }
@@ -88,11 +88,12 @@ void Embeddings::backward(const LayerRun& run, float* grads, Activations& a,
                   a.emb_normed_rows(), LinearScratch{a.dy_scratch()}, N);
   }
   float* d_sum = project ? a.d_emb_sum.data() : a.d_in.data();
-  dropout_backward(d_normed, d_normed, N * E, run.p_hidden,
+  dropout_backward(d_normed, d_normed, N * E, run.p_embed,
                    dropout_key(*run.dropout, 0, kSiteEmbeddings));
   if (c.family->masks_padding_rows) zero_padding_rows(d_normed, a, E);
-  layernorm_backward(d_sum, G(Role::kEmbLnW), G(Role::kEmbLnB), d_normed, a.emb.data(),
-                     w_(Role::kEmbLnW), a.emb_mean.data(), a.emb_rstd.data(), N, E);
+  layernorm_backward(d_sum, G(Role::kEmbLnW), lay.has(Role::kEmbLnB) ? G(Role::kEmbLnB) : nullptr,
+                     d_normed, a.emb.data(), w_(Role::kEmbLnW), a.emb_mean.data(),
+                     a.emb_rstd.data(), N, E);
   embedding_backward(G(Role::kWordEmb), c.absolute_positions ? G(Role::kPosEmb) : nullptr,
                      types ? G(Role::kTypeEmb) : nullptr, d_sum, a.ids.data(), a.positions.data(),
                      types ? a.types.data() : nullptr, N, E, c.pad_token_id);

@@ -15,18 +15,12 @@ const ModelFamily& xlm_roberta_family();
 const ModelFamily& camembert_family();
 const ModelFamily& electra_family();
 const ModelFamily& deberta_v2_family();
-
-namespace {
-
-// Families users bring that bertfit does not read yet: named in the error.
-constexpr const char* kPlanned = "modernbert";
-
-}  // namespace
+const ModelFamily& modernbert_family();
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families = {
-      &distilbert_family(), &bert_family(),    &roberta_family(),   &xlm_roberta_family(),
-      &camembert_family(),  &electra_family(), &deberta_v2_family()};
+      &distilbert_family(), &bert_family(),    &roberta_family(),    &xlm_roberta_family(),
+      &camembert_family(),  &electra_family(), &deberta_v2_family(), &modernbert_family()};
   return families;
 }
 
@@ -84,7 +78,7 @@ const ModelFamily& model_family(std::string_view model_type) {
     if (model_type == f->model_type) return *f;
   }
   throw_error("unsupported model_type '", model_type, "' (bertfit supports ", model_type_list(),
-              "; planned: ", kPlanned, ")");
+              ")");
 }
 
 }  // namespace bertfit

@@ -57,6 +57,8 @@ struct EmbeddingNames {
 };
 struct LayerNames {
   const char* prefix;  // "bert.encoder.layer." (then the layer index and ".")
+  // k and v nullptr: q names one fused (3C, C) module (ModernBERT's "attn.Wqkv"). Pre-norm
+  // layers (LayerStructure::pre_norm): ln1 is the norm before attention, ln2 before the FFN.
   const char *q, *k, *v, *o, *ln1, *ff1, *ff2, *ln2;
 };
 // Relative-position embeddings shared by every layer (model/relative_positions.h): module names,
@@ -71,6 +73,8 @@ struct ClassifierHeadSpec {
   const char* out;            // "classifier"
   ActKind activation;         // tanh (BERT's pooler, RoBERTa), ReLU (DistilBERT), GELU (ELECTRA)
   bool dropout_before_dense;  // RoBERTa and ELECTRA drop the first token's state too
+  // A LayerNorm after the activation (ModernBERT's "head.norm"): out(Drop(norm(act(dense)))).
+  const char* norm = nullptr;
 };
 
 // The token-classification head (model/head.h): logits = out(Drop(h)) on every token.
@@ -78,6 +82,9 @@ struct TokenHeadSpec {
   const char* out;      // "classifier"
   bool hidden_dropout;  // its dropout is the hidden one (DistilBERT's `dropout`), not
                         // classifier_dropout ?? hidden_dropout_prob (the others)
+  // ModernBERT's prediction head on every token first, the sequence head's dense layer and
+  // norm (ClassifierHeadSpec, the config's activation): out(Drop(norm(act(dense(h))))).
+  bool dense_and_norm = false;
 };
 
 struct ModelFamily {
@@ -102,6 +109,9 @@ struct ModelFamily {
   // differ (which unpadded execution never computes); the others' families leave them be.
   bool masks_padding_rows;
   PositionIds position_ids;
+  // The norm after the last layer of pre-norm families (LayerStructure::pre_norm):
+  // "model.final_norm".
+  const char* final_norm = nullptr;
 
   // The HF defaults at the base size (layers, type_vocab_size, classifier_dropout, ...), over
   // the family-neutral defaults ModelConfig::defaults has already set.

@@ -7,14 +7,17 @@
 // it (model/family_test.cc greps for the others).
 //
 // The sequence classifier (every family's *ForSequenceClassification), on each sequence's first
-// token h = out[:,0] of the last layer:
-//   logits = Wo · Drop(act(Wd · Drop?(h) + bd)) + bo
+// token h = out[:,0] of the last layer (or the mean of its real tokens, ModernBERT's
+// classifier_pooling "mean"):
+//   logits = Wo · Drop(norm?(act(Wd · Drop?(h) + bd))) + bo
+// (norm: ModernBERT's head.norm; bd absent without classifier_bias)
 // with the family's module names, activation (BERT's pooler and RoBERTa's tanh, DistilBERT's
 // ReLU, ELECTRA's GELU) and the dropout on h in the heads that have it (model/family.h,
 // ClassifierHeadSpec).
 //
 // The token classifier (*ForTokenClassification), on every token of the last layer:
 //   logits[t] = Wo · Drop(h[t]) + bo
+// or, in ModernBERT, Wo · Drop(norm(act(Wd · h[t] + bd))) + bo (TokenHeadSpec::dense_and_norm)
 // laid out padded, (B·T,K); the family declares the module name and which dropout applies.
 //
 // The embedding head (sentence-transformers' Pooling and Normalize modules, pooling_head.cc), on
@@ -44,7 +47,7 @@ class Head {
   virtual void declare(const ModelConfig& c, LayoutBuilder& b) const = 0;
   // Whether it reads only each sequence's first token of the last layer (which then runs on
   // those rows alone unless ModelInput::full_last_layer).
-  virtual bool first_tokens_only() const = 0;
+  virtual bool first_tokens_only(const ModelConfig& c) const = 0;
   // Whether its outputs are one row per token (laid out padded, (B·T,K)) rather than one row
   // per sequence ((B,K)).
   virtual bool outputs_per_token() const = 0;

@@ -5,9 +5,17 @@
 //   f  = act(h1·W1ᵀ + b1)
 //   r2 = h1 + Drop(f·W2ᵀ + b2)
 //   out = LN2(r2)
-// The backward is the forward read bottom-up. The products are Linear ops bound to the layer's
-// weights in their precision (model/linear.h), and the tensors come from Activations in the
-// form that precision keeps: nothing here branches on the precision.
+// The backward is the forward read bottom-up.
+//
+// Pre-norm layers (LayerStructure::pre_norm, ModernBERT), with a gated FFN:
+//   n1  = LN1(x)                       none in a layer without attention norm: n1 = x
+//   a   = Attn(rot(n1·Wqkvᵀ (+b)))     rotary q, k; a sliding window in local layers
+//   h   = x + Drop(a·Woᵀ (+bo))
+//   g   = LN2(h)·W1ᵀ (+b1)             (N, 2I)
+//   out = h + Drop(act(g[:, :I]) · g[:, I:])·W2ᵀ (+b2)
+// with a bias only where the config has one (attention_bias, mlp_bias, norm_bias). The products are
+// Linear ops bound to the layer's weights in their precision (model/linear.h), and the tensors come
+// from Activations in the form that precision keeps: nothing here branches on the precision.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +55,11 @@ class EncoderLayer {
 
  private:
   bool first_tokens_only(const Activations& a) const;
+  static void declare_pre_norm(const ModelConfig& c, int l, LayoutBuilder& b);
+  void forward_pre_norm(const LayerRun& run, Activations& a) const;
+  void backward_pre_norm(const LayerRun& run, float* grads, Activations& a,
+                         GradsReady& ready) const;
+  bool has_attention_norm() const;
 
   const ModelWeights& w_;
   int l_;

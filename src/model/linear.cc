@@ -78,11 +78,16 @@ void Linear::prepare_input(Rows x, std::int64_t m0, std::int64_t m1) const {
 void Linear::backward(float* dx, Output dx_out, float* dw, float* db, const float* dy, Rows x,
                       LinearScratch scratch, std::int64_t M) const {
   CHECK(int8_ == nullptr, "int8 products are for inference only");
+  // db null: a product without bias (b_ null too).
   if (prepared_ == nullptr) {
-    bias_backward(db, dy, M, static_cast<int>(N_));
+    if (db != nullptr) bias_backward(db, dy, M, static_cast<int>(N_));
     return backward_products(Rows{dx}, dx_out, dw, Rows{const_cast<float*>(dy)}, x, M);
   }
-  bias_backward_cast(db, scratch.dy_bf16, dy, M, static_cast<int>(N_));  // one pass over dy
+  if (db != nullptr) {
+    bias_backward_cast(db, scratch.dy_bf16, dy, M, static_cast<int>(N_));  // one pass over dy
+  } else {
+    cast_f32_to_bf16(scratch.dy_bf16, dy, M * N_);
+  }
   backward_products(Rows{dx}, dx_out, dw, Rows{nullptr, scratch.dy_bf16}, x, M);
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "model/embeddings.h"
+#include "model/final_norm.h"
 #include "model/head.h"
 #include "model/layer.h"
 #include "model/relative_positions.h"
@@ -28,16 +29,16 @@ void LayoutBuilder::embedding(std::string name, Role role, std::int64_t rows, st
   tensor(std::move(name), role, {rows, C}, true, ParamInit::kNormal);
 }
 
-void LayoutBuilder::layer_norm(const std::string& module, Role weight, std::int64_t C) {
+void LayoutBuilder::layer_norm(const std::string& module, Role weight, std::int64_t C, bool bias) {
   tensor(module + ".weight", weight, {C}, false, ParamInit::kOne);
-  tensor(module + ".bias", next(weight), {C}, false, ParamInit::kZero);
+  if (bias) tensor(module + ".bias", next(weight), {C}, false, ParamInit::kZero);
 }
 
 void LayoutBuilder::linear(const std::string& module, Role weight, std::int64_t out,
-                           std::int64_t in, bool quantized) {
+                           std::int64_t in, bool quantized, bool bias) {
   tensor(module + ".weight", weight, {out, in}, true, ParamInit::kNormal);
-  tensor(module + ".bias", next(weight), {out}, false, ParamInit::kZero);
-  product(weight, next(weight), out, in, quantized);
+  if (bias) tensor(module + ".bias", next(weight), {out}, false, ParamInit::kZero);
+  product(weight, bias ? next(weight) : kNoBias, out, in, quantized);
 }
 
 void LayoutBuilder::product(Role weight, Role bias, std::int64_t N, std::int64_t K,
@@ -54,6 +55,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
     b.set_layer(l);
     EncoderLayer::declare(c, l, b);
   }
+  if (FinalNorm::used(c)) FinalNorm::declare(c, b);  // with the last layer
   b.set_layer(c.layers);
   model_head(c).declare(c, b);
 
@@ -77,9 +79,9 @@ ParamLayout::ParamLayout(const ModelConfig& c) : layers_(c.layers) {
     const ProductEntry& p = products_[i];
     // A product covers its weight, or adjacent weights of its shape (q|k|v).
     const ParamEntry& w = entry(p.weight, p.layer);
-    const ParamEntry& bias = entry(p.bias, p.layer);
+    const std::int64_t bias_size = p.bias == kNoBias ? p.N : entry(p.bias, p.layer).size;
     CHECK(w.shape.rank() == 2 && w.shape.dims[1] == p.K && p.N % w.shape.dims[0] == 0 &&
-              p.N % bias.size == 0 && w.offset + p.N * p.K <= total_,
+              p.N % bias_size == 0 && w.offset + p.N * p.K <= total_,
           "product of ", w.name, " does not fit its tensors");
     product_[p.layer + 1][static_cast<int>(p.weight)] = static_cast<int>(i);
   }

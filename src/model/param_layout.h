@@ -53,10 +53,16 @@ enum class Role : int {
   kFf2B,
   kLn2W,
   kLn2B,
+  // The norm after the last layer in pre-norm families (ModernBERT's final_norm), declared with
+  // the last layer.
+  kFinalLnW,
+  kFinalLnB,
   // The head (model/head.h): an optional dense layer (the pooler, pre_classifier,
   // classifier.dense), then the output product (classifier, classifier.out_proj).
   kPreW,
   kPreB,
+  kHeadLnW,  // a norm after the dense layer's activation (ModernBERT's head.norm)
+  kHeadLnB,
   kClsW,
   kClsB,
   // The embedding head's Dense modules (model/pooling_head.cc): weight and bias of the i-th at
@@ -72,6 +78,8 @@ enum class Role : int {
   kCount
 };
 inline constexpr int kNumRoles = static_cast<int>(Role::kCount);
+// A product without a bias (ProductEntry::bias), as a config without biases declares them.
+inline constexpr Role kNoBias = Role::kCount;
 static_assert(static_cast<int>(Role::kCount) - static_cast<int>(Role::kDense0W) ==
               2 * kMaxDenseModules);
 
@@ -97,9 +105,9 @@ struct ParamEntry {
   ParamInit init;
 };
 
-// A matrix product y = x·wᵀ + b over a weight (N,K) and bias (N) of the layout (a Linear module,
-// or q|k|v's three adjacent ones). `quantized`: int8 inference runs it in int8 (the encoder
-// layers' products); the others stay fp32 there.
+// A matrix product y = x·wᵀ + b over a weight (N,K) and bias (N, or kNoBias) of the layout (a
+// Linear module, or q|k|v's three adjacent ones). `quantized`: int8 inference runs it in int8 (the
+// encoder layers' products); the others stay fp32 there.
 struct ProductEntry {
   Role weight, bias;
   int layer;
@@ -118,11 +126,13 @@ class LayoutBuilder {
   void tensor(std::string name, Role role, Shape shape, bool decay, ParamInit init);
   // An nn.Embedding of `rows` × C.
   void embedding(std::string name, Role role, std::int64_t rows, std::int64_t C);
-  // A LayerNorm module "<module>.weight" / ".bias" (role and role + 1).
-  void layer_norm(const std::string& module, Role weight, std::int64_t C);
-  // A Linear module (out, in): "<module>.weight" / ".bias" (role and role + 1), and its product.
+  // A LayerNorm module "<module>.weight" / ".bias" (role and role + 1; without `bias`, the
+  // weight alone, as LayerNorm(bias=False)).
+  void layer_norm(const std::string& module, Role weight, std::int64_t C, bool bias = true);
+  // A Linear module (out, in): "<module>.weight" / ".bias" (role and role + 1; without `bias`,
+  // the weight alone and a product without bias), and its product.
   void linear(const std::string& module, Role weight, std::int64_t out, std::int64_t in,
-              bool quantized);
+              bool quantized, bool bias = true);
   // A product over tensors declared already (q|k|v's adjacent weights and biases).
   void product(Role weight, Role bias, std::int64_t N, std::int64_t K, bool quantized);
 

@@ -43,6 +43,7 @@ struct LayerRun {
   const std::int32_t* mask = nullptr;  // (B,T) attention mask
   const DropoutState* dropout = nullptr;
   float p_hidden = 0, p_attn = 0;  // dropout probabilities (0 outside training)
+  float p_embed = 0;               // the embeddings' (embedding_dropout, else p_hidden)
 };
 
 // Backward's reports of finished gradients. The layout's gradient groups (ParamLayout::

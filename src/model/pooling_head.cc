@@ -59,7 +59,7 @@ class PoolingHead final : public Head {
     }
   }
 
-  bool first_tokens_only() const override { return false; }
+  bool first_tokens_only(const ModelConfig& /*c*/) const override { return false; }
   bool outputs_per_token() const override { return false; }
   std::string output_weight(const ModelConfig& /*c*/) const override { return ""; }
   int output_width(const ModelConfig& c) const override {
@@ -88,7 +88,7 @@ class PoolingHead final : public Head {
     const ModelConfig& c = w.config();
     CHECK(!c.pooling.empty(), "an embedding head without a pooling mode");
     const int B = a.B, C = c.hidden, D = pooled_width(c);
-    const float* x = a.layer_out(c.layers - 1);
+    const float* x = a.encoder_out(c);
     HeadActivations& h = a.head;
     h.counts.assign(B, 0.0f);
     h.last_rows.assign(B, -1);

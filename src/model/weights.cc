@@ -71,7 +71,7 @@ Linear ModelWeights::linear(Role r, int l) const {
   const std::size_t i = layout_.product_index(r, l);
   const ProductEntry& p = layout_.products()[i];
   const float* w = (*this)(p.weight, p.layer);
-  const float* b = (*this)(p.bias, p.layer);
+  const float* b = p.bias == kNoBias ? nullptr : (*this)(p.bias, p.layer);
   if (!prepares(p)) return Linear(w, b, static_cast<const PreparedWeightBf16*>(nullptr), p.N, p.K);
   switch (precision_) {
     case Precision::kInt8:

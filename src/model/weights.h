@@ -35,6 +35,10 @@ class ModelWeights {
   const float* params() const { return params_; }
   // The tensor of role r (of layer l for encoder roles).
   const float* operator()(Role r, int l = 0) const { return params_ + layout_.offset(r, l); }
+  // The same, or nullptr when the layout has no such tensor (a bias the config leaves out).
+  const float* maybe(Role r, int l = 0) const {
+    return layout_.has(r, l) ? (*this)(r, l) : nullptr;
+  }
 
   // The parameter ranges (offset, count) that forwards with these weights never read: the
   // weights of the prepared products, when prepared without backward (then only the prepared

@@ -16,7 +16,7 @@ Engine::Engine(ModelState& state, Precision precision, std::int64_t max_padded_t
       weights_(model_.make_weights()),
       max_padded_tokens_(max_padded_tokens),
       per_token_(model_head(state.config).outputs_per_token()),
-      token_rows_(!model_head(state.config).first_tokens_only() && !per_token_),
+      token_rows_(!model_head(state.config).first_tokens_only(state.config) && !per_token_),
       output_width_(model_head(state.config).output_width(state.config)) {
   weights_.prepare(state.params.data(), /*with_backward=*/false);
   for (const auto& [offset, count] : weights_.unread_ranges()) {
@@ -93,7 +93,7 @@ void Engine::forward(std::span<const Encoding* const> sequences, std::span<const
   // Token rows: the last layer's real rows (packed or padded; row_sequence marks each row's
   // sequence, -1 for padding), in token order within each sequence.
   const std::size_t C = static_cast<std::size_t>(state_.config.hidden);
-  const float* hidden = acts_.layer_out(state_.config.layers - 1);
+  const float* hidden = acts_.encoder_out(state_.config);
   copied_.assign(static_cast<std::size_t>(B), 0);
   for (std::int64_t r = 0; r < acts_.N; ++r) {
     const std::int32_t b = acts_.row_sequence[r];

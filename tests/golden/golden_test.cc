@@ -17,6 +17,7 @@
 // only be checked on the absolute scale of the other gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,6 +26,7 @@
 #include "base/file.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
+#include "model/final_norm.h"
 #include "model/model_io.h"
 #include "tests/util/compare.h"
 #include "train/optimizer.h"
@@ -105,16 +107,34 @@ class Golden : public ::testing::TestWithParam<std::string> {
   ModelConfig no_dropout() const {
     ModelConfig c = state_.config;
     c.hidden_dropout = c.attention_dropout = c.classifier_dropout = 0.0;
+    c.embedding_dropout = c.attention_output_dropout = 0.0;
     return c;
   }
 
   bool tokens() const { return state_.config.head == HeadKind::kTokenClassification; }
+  // rel_err of a padded (B·T, C) hidden state: every row, or with a sliding window (ModernBERT)
+  // the real tokens' rows only: a padding query whose window holds no real key averages every
+  // position in transformers (finfo.min everywhere) and attends to the real keys here, and
+  // nothing reads such rows (the golden data's compare.py skips them too).
+  double hidden_err(const float* got, const std::vector<float>& want) const {
+    if (!state_.config.rotary.enabled) return rel_err(got, want);
+    const std::size_t C = static_cast<std::size_t>(state_.config.hidden);
+    std::vector<float> g, w;
+    for (std::size_t p = 0; p < batch_.mask.size(); ++p) {
+      if (batch_.mask[p] == 0) continue;
+      g.insert(g.end(), got + p * C, got + (p + 1) * C);
+      w.insert(w.end(), want.begin() + p * C, want.begin() + (p + 1) * C);
+    }
+    return rel_err(g.data(), w);
+  }
   // Labels per sequence: 1, or T for a token head.
   int labels_per_row() const { return tokens() ? batch_.T : 1; }
   // rel_err of acts.logits against HF's for the batch's rows [first, first + B): a token head's
   // padding rows only where the forward computed them (padded execution; unpadded leaves 0).
   double logits_err(const Activations& acts, const std::vector<float>& want, int first = 0) const {
-    if (!tokens() || !acts.packed) return rel_err(acts.logits.data(), want);
+    if (!tokens() || (!acts.packed && !state_.config.rotary.enabled)) {
+      return rel_err(acts.logits.data(), want);
+    }
     const int K = state_.config.num_labels;
     std::vector<float> got_real, want_real;
     for (std::int64_t p = 0; p < std::int64_t{acts.B} * acts.T; ++p) {
@@ -146,15 +166,23 @@ TEST_P(Golden, EvalLogitsAndHiddenStates) {
   EXPECT_LT(logits_err(acts, logits), 1e-4);
   for (int l = 0; l <= state_.config.layers; ++l) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
-    EXPECT_LT(rel_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
+    EXPECT_LT(hidden_err(acts.hidden(l), h), 1e-4) << "hidden state " << l;
+  }
+  if (FinalNorm::used(state_.config)) {  // the last layer's output after the final norm
+    EXPECT_LT(hidden_err(acts.encoder_out(state_.config),
+                         read_tensor(*golden_, "eval.last_hidden_state")),
+              1e-4);
   }
   in.full_last_layer = false;  // the default: the last layer on the [CLS] rows only
   model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
   EXPECT_LT(logits_err(acts, logits), 1e-4) << "last layer on [CLS] rows only";
   in.unpadded = true;
   model.forward(prepared(model, state_.params.data()), in, DropoutState{}, acts);
-  ASSERT_TRUE(acts.packed) << "the golden batch has padding";
-  EXPECT_LT(acts.N, std::int64_t{batch_.B} * batch_.T);
+  const bool padding = std::find(batch_.mask.begin(), batch_.mask.end(), 0) != batch_.mask.end();
+  EXPECT_EQ(acts.packed, padding);  // modernbert-tiny's batch fills every position
+  if (padding) {
+    EXPECT_LT(acts.N, std::int64_t{batch_.B} * batch_.T);
+  }
   EXPECT_LT(logits_err(acts, logits), 1e-4);
 }
 
@@ -298,7 +326,14 @@ TEST_P(Golden, AdamWTrajectory) { check_trajectory({Precision::kF32, 1e-5, 1e-4,
 // is the direction of learning: the whole parameter change must point where HF's does,
 // cosine ≥ 0.85 (measured 2026-12-02: 0.925 distilbert-tiny, 0.9999 bert-tiny; an unrelated
 // change has cosine ≈ 0, fp32 has 1.0000). Learning itself is checked on SST-2 against fp32.
-TEST_P(Golden, AdamWTrajectoryBf16) { check_trajectory({Precision::kBF16, 1e-4, 0, 0, 0.85}); }
+// The loss bound follows the logits' size: an error of 1e-2 relative in logits of RMS s moves
+// the loss by about 1e-2 · s (|dL/dz| ≲ 1): 1e-4 for the logits of ~1e-2 above, 5.5e-3 for
+// modernbert-tiny's of 0.55 (initializer_range 0.2; measured 2026-12-08: at most 3.5e-3).
+TEST_P(Golden, AdamWTrajectoryBf16) {
+  const auto logits = read_tensor(*golden_, "eval.logits");
+  const double rms = l2(logits.data(), logits.size()) / std::sqrt(double(logits.size()));
+  check_trajectory({Precision::kBF16, std::max(1e-4, 1e-2 * rms), 0, 0, 0.85});
+}
 
 // bf16 products (inputs and weights rounded to 8 significant bits, fp32 accumulation) against
 // the same fp32 golden numbers. Each rounding errs by at most 2^-9 relative (half a bf16 ulp,
@@ -339,7 +374,7 @@ TEST_P(Golden, Bf16WithinRoundingOfFp32Golden) {
   EXPECT_LT(worst, 1e-2);
   for (int l = 0; l <= state_.config.layers; ++l) {
     auto h = read_tensor(*golden_, "eval.hidden." + std::to_string(l));
-    double e = rel_err(acts.hidden(l), h);
+    double e = hidden_err(acts.hidden(l), h);
     worst = std::max(worst, e);
     EXPECT_LT(e, 1e-2) << "hidden state " << l;
   }
@@ -376,7 +411,8 @@ INSTANTIATE_TEST_SUITE_P(Models, Golden,
                          ::testing::Values("distilbert-tiny", "bert-tiny", "roberta-tiny",
                                            "xlmr-tiny", "electra-tiny", "bert-tokcls-tiny",
                                            "roberta-tokcls-tiny", "deberta-v3-tiny",
-                                           "deberta-v3-tokcls-tiny"),
+                                           "deberta-v3-tokcls-tiny", "modernbert-tiny",
+                                           "modernbert-tokcls-tiny"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
