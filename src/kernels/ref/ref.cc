@@ -300,4 +300,64 @@ double sum_squares(const double* x, std::int64_t n) {
   return s;
 }
 
+void gated_activation_forward(ActKind kind, double* out, const double* x, std::int64_t M,
+                              std::int64_t I, float p, std::uint64_t key) {
+  std::vector<double> a(static_cast<std::size_t>(I));
+  for (std::int64_t r = 0; r < M; ++r) {
+    activation_forward(kind, a.data(), x + r * 2 * I, I);
+    for (std::int64_t k = 0; k < I; ++k) out[r * I + k] = a[k] * x[r * 2 * I + I + k];
+  }
+  dropout_forward(out, out, M * I, p, key);
+}
+
+void gated_activation_backward(ActKind kind, double* dx, const double* dout, const double* x,
+                               std::int64_t M, std::int64_t I, float p, std::uint64_t key) {
+  std::vector<double> g(static_cast<std::size_t>(M * I)), a(static_cast<std::size_t>(I)),
+      d(static_cast<std::size_t>(I));
+  dropout_backward(g.data(), dout, M * I, p, key);
+  for (std::int64_t r = 0; r < M; ++r) {
+    const double* in = x + r * 2 * I;
+    const double* gate = in + I;
+    activation_forward(kind, a.data(), in, I);
+    // d = act'(in) (dout = 1), from the input or the output as the kind reads.
+    std::vector<double> ones(static_cast<std::size_t>(I), 1.0);
+    std::fill(d.begin(), d.end(), 0.0);
+    activation_backward(kind, d.data(), ones.data(), in, a.data(), I);
+    for (std::int64_t k = 0; k < I; ++k) {
+      const double gk = g[r * I + k];
+      dx[r * 2 * I + k] = gk * gate[k] * d[k];
+      dx[r * 2 * I + I + k] = gk * a[k];
+    }
+  }
+}
+
+namespace {
+
+void rotary_apply(double* qkv, double theta, std::int64_t R, int T, int C, int H, double sign) {
+  const int D = C / H, half = D / 2;
+  for (std::int64_t r = 0; r < R; ++r) {
+    const double pos = static_cast<double>(r % T);
+    for (int h = 0; h < 2 * H; ++h) {  // q's heads, then k's
+      double* x = qkv + r * 3 * C + static_cast<std::int64_t>(h) * D;
+      for (int k = 0; k < half; ++k) {
+        const double angle = pos * std::pow(theta, -2.0 * k / D);
+        const double c = std::cos(angle), s = sign * std::sin(angle);
+        const double a = x[k], b = x[k + half];
+        x[k] = a * c - b * s;
+        x[k + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rotary_forward(double* qkv, double theta, std::int64_t R, int T, int C, int H) {
+  rotary_apply(qkv, theta, R, T, C, H, 1.0);
+}
+
+void rotary_backward(double* dqkv, double theta, std::int64_t R, int T, int C, int H) {
+  rotary_apply(dqkv, theta, R, T, C, H, -1.0);
+}
+
 }  // namespace bertfit::ref

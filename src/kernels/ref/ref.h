@@ -36,6 +36,18 @@ void activation_forward(ActKind kind, double* out, const double* x, std::int64_t
 void activation_backward(ActKind kind, double* dx, const double* dout, const double* x,
                          const double* y, std::int64_t n);
 
+// ---- Gated activation: x (M, 2I) input | gate; out (M, I) = Drop(act(input) · gate) (dropout
+// as dropout_forward on the (M, I) output); dx (M, 2I) written.
+void gated_activation_forward(ActKind kind, double* out, const double* x, std::int64_t M,
+                              std::int64_t I, float p, std::uint64_t key);
+void gated_activation_backward(ActKind kind, double* dx, const double* dout, const double* x,
+                               std::int64_t M, std::int64_t I, float p, std::uint64_t key);
+
+// ---- Rotary positions on q and k of qkv (R, 3C) rows, row r at position r % T (rotate_half
+// form, f_k = theta^(-2k/D) in double); backward: the inverse rotation of dq, dk in place.
+void rotary_forward(double* qkv, double theta, std::int64_t R, int T, int C, int H);
+void rotary_backward(double* dqkv, double theta, std::int64_t R, int T, int C, int H);
+
 // ---- Attention on qkv (B,T,3C), mask (B,T); out (B,T,C), probs (B,H,T,T) before dropout.
 // With `rel`, DeBERTa's disentangled scores (kernels/attention_relative.h): the content score
 // scaled by rel->scale instead of 1/√D, plus rel->scale · q_i·pk[c(i-j)] (c2p) and

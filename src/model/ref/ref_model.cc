@@ -28,19 +28,19 @@ void linear(double* y, const double* x, const double* w, const double* b, std::i
             std::int64_t K, std::int64_t N) {
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n) {
-      double s = b[n];
+      double s = b != nullptr ? b[n] : 0.0;
       for (std::int64_t k = 0; k < K; ++k) s += x[m * K + k] * w[n * K + k];
       y[m * N + n] = s;
     }
 }
 
-// dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy.
+// dx (M,K) += dy·w; dw (N,K) += dyᵀ·x; db (N) += Σ dy (b, db null: no bias).
 void linear_backward(double* dx, double* dw, double* db, const double* dy, const double* x,
                      const double* w, std::int64_t M, std::int64_t K, std::int64_t N) {
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n) {
       const double g = dy[m * N + n];
-      db[n] += g;
+      if (db != nullptr) db[n] += g;
       for (std::int64_t k = 0; k < K; ++k) {
         dx[m * K + k] += g * w[n * K + k];
         dw[n * K + k] += g * x[m * K + k];
@@ -98,10 +98,289 @@ struct Layer {  // what the forward keeps for the backward
   Vec x, qkv, probs, att, r1, mean1, rstd1, h1, f1, a, r2, mean2, rstd2;
 };
 
+// The loss of logits (rows, K) as transformers takes it for the head and problem type, and
+// dlogits.
+double head_loss(const ModelConfig& c, bool per_token, const Vec& logits, const ModelBatch& in,
+                 Vec& dlogits) {
+  const int B = in.B, K = c.num_labels;
+  const std::int64_t rows = per_token ? std::int64_t{B} * in.T : B;
+  const std::int64_t per_row = !per_token && c.problem() == ProblemType::kMultiLabel ? K : 1;
+  CHECK(static_cast<std::int64_t>(in.labels.size()) == rows * per_row, in.labels.size(),
+        " labels for ", rows, " rows");
+  dlogits.assign(rows * K, 0.0);
+  Vec probs(rows * K);
+  switch (per_token ? ProblemType::kSingleLabel : c.problem()) {
+    case ProblemType::kRegression:
+      CHECK(K == 1, "regression with ", K, " outputs");
+      mse_backward(dlogits.data(), logits.data(), in.labels.data(), B, 1.0);
+      return mse_forward(logits.data(), in.labels.data(), B);
+    case ProblemType::kMultiLabel: {
+      const double l = bce_with_logits_forward(probs.data(), logits.data(), in.labels.data(), B, K);
+      bce_with_logits_backward(dlogits.data(), probs.data(), in.labels.data(), B, K, 1.0);
+      return l;
+    }
+    case ProblemType::kSingleLabel:
+      break;
+  }
+  if (per_token) return token_cross_entropy(dlogits, logits, in.labels, K);
+  std::vector<std::int32_t> ids(in.labels.begin(), in.labels.end());
+  const double l = cross_entropy_forward(probs.data(), logits.data(), ids.data(), B, K);
+  cross_entropy_backward(dlogits.data(), probs.data(), ids.data(), B, K, 1.0);
+  return l;
+}
+
+// Windowed attention written out (ModernBERT): per (b, h, i) the scores q_i·k_j/√D over the
+// real keys j with |i - j| <= window (every real key when window < 0, or when the window holds
+// none: a row past the sequence's end, which nothing reads), softmax, Σ p_j v_j.
+void window_attention(Vec& att, Vec& probs, const Vec& qkv, const ModelBatch& in, int C, int H,
+                      int window) {
+  const int B = in.B, T = in.T, D = C / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  att.assign(std::int64_t{B} * T * C, 0.0);
+  probs.assign(std::int64_t{B} * H * T * T, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i) {
+        auto visible = [&](int j, bool windowed) {
+          return in.attention_mask[b * T + j] != 0 &&
+                 (!windowed || window < 0 || std::abs(i - j) <= window);
+        };
+        bool any = false;
+        for (int j = 0; j < T; ++j) any = any || visible(j, true);
+        double* p = &probs[((std::int64_t{b} * H + h) * T + i) * T];
+        const double* q = &qkv[(std::int64_t{b} * T + i) * 3 * C + h * D];
+        double mx = -1e300;
+        for (int j = 0; j < T; ++j) {
+          if (!visible(j, any)) continue;
+          const double* k = &qkv[(std::int64_t{b} * T + j) * 3 * C + C + h * D];
+          double sc = 0;
+          for (int d = 0; d < D; ++d) sc += q[d] * k[d];
+          p[j] = sc * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < T; ++j) {
+          p[j] = visible(j, any) ? std::exp(p[j] - mx) : 0.0;
+          sum += p[j];
+        }
+        for (int j = 0; j < T; ++j) p[j] /= sum;
+        double* o = &att[(std::int64_t{b} * T + i) * C + h * D];
+        for (int j = 0; j < T; ++j) {
+          const double* v = &qkv[(std::int64_t{b} * T + j) * 3 * C + 2 * C + h * D];
+          for (int d = 0; d < D; ++d) o[d] += p[j] * v[d];
+        }
+      }
+}
+
+// dqkv (written) from datt through the saved probabilities (dS = P ⊙ (dP − Σ P dP)).
+void window_attention_backward(Vec& dqkv, const Vec& datt, const Vec& qkv, const Vec& probs,
+                               const ModelBatch& in, int C, int H) {
+  const int B = in.B, T = in.T, D = C / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  dqkv.assign(std::int64_t{B} * T * 3 * C, 0.0);
+  Vec dp(T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i) {
+        const double* p = &probs[((std::int64_t{b} * H + h) * T + i) * T];
+        const double* dO = &datt[(std::int64_t{b} * T + i) * C + h * D];
+        double r = 0;
+        for (int j = 0; j < T; ++j) {
+          const double* v = &qkv[(std::int64_t{b} * T + j) * 3 * C + 2 * C + h * D];
+          double* dv = &dqkv[(std::int64_t{b} * T + j) * 3 * C + 2 * C + h * D];
+          dp[j] = 0;
+          for (int d = 0; d < D; ++d) {
+            dp[j] += dO[d] * v[d];
+            dv[d] += p[j] * dO[d];
+          }
+          r += p[j] * dp[j];
+        }
+        const double* q = &qkv[(std::int64_t{b} * T + i) * 3 * C + h * D];
+        double* dq = &dqkv[(std::int64_t{b} * T + i) * 3 * C + h * D];
+        for (int j = 0; j < T; ++j) {
+          const double ds = p[j] * (dp[j] - r) * scale;
+          if (ds == 0.0) continue;
+          const double* k = &qkv[(std::int64_t{b} * T + j) * 3 * C + C + h * D];
+          double* dk = &dqkv[(std::int64_t{b} * T + j) * 3 * C + C + h * D];
+          for (int d = 0; d < D; ++d) {
+            dq[d] += ds * k[d];
+            dk[d] += ds * q[d];
+          }
+        }
+      }
+}
+
+// The pre-norm model (ModernBERT), from the formulas of model/layer.h:
+//   x0 = LN(word[ids]); per layer n1 = LN1(x) (x in a layer without attention norm),
+//   qkv = n1·Wqkvᵀ (+b), q, k rotated (rotate_half; the layer's base), a = windowed Attn,
+//   h = x + a·Woᵀ (+b), g = LN2(h)·Wiᵀ (+b), x = h + (gelu(g[:, :I]) · g[:, I:])·W2ᵀ (+b);
+//   z = LN_final(x); sequence head: pooled = z[:,0] or the mean of the real rows, logits =
+//   Wc · LN_head(act(Wd · pooled (+b))) + bc; token head the same on every row.
+// Biases and norm biases where the layout has them.
+ModelResult pre_norm_forward_backward(const ModelConfig& c, const ParamLayout& lay,
+                                      const Vec& params, const ModelBatch& in) {
+  const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, F = c.ffn_inner(),
+            K = c.num_labels, L = c.layers, H = c.heads;
+  const std::int64_t N = std::int64_t{B} * T;
+  const double eps = c.layer_norm_eps;
+  CHECK(c.structure.gated_ffn, "the pre-norm reference has a gated FFN");
+  auto P = [&](Role r, int l = 0) { return params.data() + lay.offset(r, l); };
+  auto Po = [&](Role r, int l = 0) -> const double* {  // a tensor the layout may leave out
+    return lay.has(r, l) ? P(r, l) : nullptr;
+  };
+  const Vec zeros(std::max(C, F), 0.0);
+  auto bias = [&](Role r, int l = 0) { return lay.has(r, l) ? P(r, l) : zeros.data(); };
+  const ActKind act = activation_kind(c.activation);
+  const ActKind head_act =
+      c.pooler_activation ? activation_kind(*c.pooler_activation) : c.family->head.activation;
+
+  Vec emb(N * C), emb_mean(N), emb_rstd(N), x(N * C);
+  for (std::int64_t r = 0; r < N; ++r)
+    std::copy_n(P(Role::kWordEmb) + in.input_ids[r] * C, C, &emb[r * C]);
+  layernorm_forward(x.data(), emb_mean.data(), emb_rstd.data(), emb.data(), P(Role::kEmbLnW),
+                    bias(Role::kEmbLnB), N, C, eps);
+  struct Saved {
+    Vec x, n1, mean1, rstd1, qkv, probs, att, h, n2, mean2, rstd2, g, f;
+  };
+  std::vector<Saved> saved(L);
+  for (int l = 0; l < L; ++l) {
+    Saved& s = saved[l];
+    s.x = x;
+    const bool norm1 = lay.has(Role::kLn1W, l);
+    s.n1 = x;
+    if (norm1) {
+      s.mean1.resize(N), s.rstd1.resize(N);
+      layernorm_forward(s.n1.data(), s.mean1.data(), s.rstd1.data(), x.data(), P(Role::kLn1W, l),
+                        bias(Role::kLn1B, l), N, C, eps);
+    }
+    s.qkv.resize(N * 3 * C);
+    linear(s.qkv.data(), s.n1.data(), P(Role::kQW, l), Po(Role::kQB, l), N, C, 3 * C);
+    if (c.rotary.enabled) rotary_forward(s.qkv.data(), c.rotary.theta(l), N, T, C, H);
+    window_attention(s.att, s.probs, s.qkv, in, C, H,
+                     c.rotary.enabled ? c.rotary.window_half(l) : -1);
+    s.h.resize(N * C);
+    linear(s.h.data(), s.att.data(), P(Role::kOW, l), Po(Role::kOB, l), N, C, C);
+    add_forward(s.h.data(), s.h.data(), x.data(), N * C);
+    s.n2.resize(N * C), s.mean2.resize(N), s.rstd2.resize(N);
+    layernorm_forward(s.n2.data(), s.mean2.data(), s.rstd2.data(), s.h.data(), P(Role::kLn2W, l),
+                      bias(Role::kLn2B, l), N, C, eps);
+    s.g.resize(N * F), s.f.resize(N * I);
+    linear(s.g.data(), s.n2.data(), P(Role::kFf1W, l), Po(Role::kFf1B, l), N, C, F);
+    gated_activation_forward(act, s.f.data(), s.g.data(), N, I, 0.0f, 0);
+    linear(x.data(), s.f.data(), P(Role::kFf2W, l), Po(Role::kFf2B, l), N, I, C);
+    add_forward(x.data(), x.data(), s.h.data(), N * C);
+  }
+  const int Lf = L - 1;
+  Vec z(N * C), z_mean(N), z_rstd(N);
+  layernorm_forward(z.data(), z_mean.data(), z_rstd.data(), x.data(), P(Role::kFinalLnW, Lf),
+                    bias(Role::kFinalLnB, Lf), N, C, eps);
+  // The head on R rows: the pooled vectors (sequence head) or every row (token head).
+  const bool per_token = c.head == HeadKind::kTokenClassification;
+  const std::int64_t R = per_token ? N : B;
+  Vec pooled(R * C), counts(B, 0.0);
+  if (per_token) {
+    pooled = z;
+  } else {
+    for (int b = 0; b < B; ++b) {
+      for (int t = 0; t < T; ++t) {
+        const bool take =
+            c.classifier_pooling == Pooling::kMean ? in.attention_mask[b * T + t] != 0 : t == 0;
+        if (!take) continue;
+        counts[b] += 1;
+        for (int ch = 0; ch < C; ++ch) pooled[b * C + ch] += z[(std::int64_t{b} * T + t) * C + ch];
+      }
+      for (int ch = 0; ch < C; ++ch) pooled[b * C + ch] /= counts[b];
+    }
+  }
+  Vec pre(R * C), a(R * C), hn(R * C), hn_mean(R), hn_rstd(R);
+  linear(pre.data(), pooled.data(), P(Role::kPreW), Po(Role::kPreB), R, C, C);
+  activation_forward(head_act, a.data(), pre.data(), R * C);
+  layernorm_forward(hn.data(), hn_mean.data(), hn_rstd.data(), a.data(), P(Role::kHeadLnW),
+                    bias(Role::kHeadLnB), R, C, eps);
+  ModelResult r;
+  r.logits.resize(R * K);
+  linear(r.logits.data(), hn.data(), P(Role::kClsW), P(Role::kClsB), R, C, K);
+  if (in.labels.empty()) return r;
+  Vec dlogits;
+  r.loss = head_loss(c, per_token, r.logits, in, dlogits);
+
+  r.grads.assign(lay.total(), 0.0);
+  Vec sink(std::max(C, F), 0.0);  // gradients of tensors the layout leaves out
+  auto G = [&](Role role, int l = 0) { return r.grads.data() + lay.offset(role, l); };
+  auto Go = [&](Role role, int l = 0) -> double* {
+    return lay.has(role, l) ? G(role, l) : nullptr;
+  };
+  auto Gb = [&](Role role, int l = 0) { return lay.has(role, l) ? G(role, l) : sink.data(); };
+  Vec dhn(R * C, 0.0), da(R * C), dpre(R * C, 0.0), dpooled(R * C, 0.0);
+  linear_backward(dhn.data(), G(Role::kClsW), G(Role::kClsB), dlogits.data(), hn.data(),
+                  P(Role::kClsW), R, C, K);
+  layernorm_backward(da.data(), G(Role::kHeadLnW), Gb(Role::kHeadLnB), dhn.data(), a.data(),
+                     P(Role::kHeadLnW), hn_mean.data(), hn_rstd.data(), R, C);
+  activation_backward(head_act, dpre.data(), da.data(), pre.data(), a.data(), R * C);
+  linear_backward(dpooled.data(), G(Role::kPreW), Go(Role::kPreB), dpre.data(), pooled.data(),
+                  P(Role::kPreW), R, C, C);
+  Vec dz(N * C, 0.0);
+  if (per_token) {
+    dz = dpooled;
+  } else {
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        const bool take =
+            c.classifier_pooling == Pooling::kMean ? in.attention_mask[b * T + t] != 0 : t == 0;
+        if (!take) continue;
+        for (int ch = 0; ch < C; ++ch)
+          dz[(std::int64_t{b} * T + t) * C + ch] = dpooled[b * C + ch] / counts[b];
+      }
+  }
+  Vec dx(N * C);
+  layernorm_backward(dx.data(), G(Role::kFinalLnW, Lf), Gb(Role::kFinalLnB, Lf), dz.data(),
+                     x.data(), P(Role::kFinalLnW, Lf), z_mean.data(), z_rstd.data(), N, C);
+  for (int l = L - 1; l >= 0; --l) {
+    const Saved& s = saved[l];
+    // x_out = h + f·W2ᵀ: dh = dx + the FFN's input gradient.
+    Vec df(N * I, 0.0), dg(N * F), dn2(N * C, 0.0), dh(N * C);
+    linear_backward(df.data(), G(Role::kFf2W, l), Go(Role::kFf2B, l), dx.data(), s.f.data(),
+                    P(Role::kFf2W, l), N, I, C);
+    gated_activation_backward(act, dg.data(), df.data(), s.g.data(), N, I, 0.0f, 0);
+    linear_backward(dn2.data(), G(Role::kFf1W, l), Go(Role::kFf1B, l), dg.data(), s.n2.data(),
+                    P(Role::kFf1W, l), N, C, F);
+    layernorm_backward(dh.data(), G(Role::kLn2W, l), Gb(Role::kLn2B, l), dn2.data(), s.h.data(),
+                       P(Role::kLn2W, l), s.mean2.data(), s.rstd2.data(), N, C);
+    add_forward(dh.data(), dh.data(), dx.data(), N * C);
+    // h = x + a·Woᵀ: dx = dh + the attention's input gradient.
+    Vec datt(N * C, 0.0), dqkv, dn1(N * C, 0.0);
+    linear_backward(datt.data(), G(Role::kOW, l), Go(Role::kOB, l), dh.data(), s.att.data(),
+                    P(Role::kOW, l), N, C, C);
+    window_attention_backward(dqkv, datt, s.qkv, s.probs, in, C, H);
+    if (c.rotary.enabled) rotary_backward(dqkv.data(), c.rotary.theta(l), N, T, C, H);
+    linear_backward(dn1.data(), G(Role::kQW, l), Go(Role::kQB, l), dqkv.data(), s.n1.data(),
+                    P(Role::kQW, l), N, C, 3 * C);
+    dx = dh;
+    if (lay.has(Role::kLn1W, l)) {
+      Vec dxn(N * C);
+      layernorm_backward(dxn.data(), G(Role::kLn1W, l), Gb(Role::kLn1B, l), dn1.data(), s.x.data(),
+                         P(Role::kLn1W, l), s.mean1.data(), s.rstd1.data(), N, C);
+      add_forward(dx.data(), dx.data(), dxn.data(), N * C);
+    } else {
+      add_forward(dx.data(), dx.data(), dn1.data(), N * C);
+    }
+  }
+  Vec demb(N * C);
+  layernorm_backward(demb.data(), G(Role::kEmbLnW), Gb(Role::kEmbLnB), dx.data(), emb.data(),
+                     P(Role::kEmbLnW), emb_mean.data(), emb_rstd.data(), N, C);
+  for (std::int64_t row = 0; row < N; ++row) {
+    if (in.input_ids[row] == c.pad_token_id) continue;  // padding_idx: no gradient
+    double* g = G(Role::kWordEmb) + std::int64_t{in.input_ids[row]} * C;
+    for (int ch = 0; ch < C; ++ch) g[ch] += demb[row * C + ch];
+  }
+  return r;
+}
+
 }  // namespace
 
 ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay, const Vec& params,
                                    const ModelBatch& in) {
+  if (c.structure.pre_norm) return pre_norm_forward_backward(c, lay, params, in);
   const int B = in.B, T = in.T, C = c.hidden, I = c.intermediate, K = c.num_labels, L = c.layers;
   const std::int64_t N = std::int64_t{B} * T;
   const bool types_on = c.token_types();
@@ -227,31 +506,8 @@ ModelResult model_forward_backward(const ModelConfig& c, const ParamLayout& lay,
   if (in.labels.empty()) return r;
 
   // Loss, as transformers for the head and problem type.
-  const std::int64_t per_row = !per_token && c.problem() == ProblemType::kMultiLabel ? K : 1;
-  CHECK(static_cast<std::int64_t>(in.labels.size()) == rows * per_row, in.labels.size(),
-        " labels for ", rows, " rows");
-  Vec dlogits(rows * K, 0.0), probs(rows * K);
-  switch (per_token ? ProblemType::kSingleLabel : c.problem()) {
-    case ProblemType::kRegression:
-      CHECK(K == 1, "regression with ", K, " outputs");
-      r.loss = mse_forward(r.logits.data(), in.labels.data(), B);
-      mse_backward(dlogits.data(), r.logits.data(), in.labels.data(), B, 1.0);
-      break;
-    case ProblemType::kMultiLabel:
-      r.loss = bce_with_logits_forward(probs.data(), r.logits.data(), in.labels.data(), B, K);
-      bce_with_logits_backward(dlogits.data(), probs.data(), in.labels.data(), B, K, 1.0);
-      break;
-    case ProblemType::kSingleLabel: {
-      if (per_token) {
-        r.loss = token_cross_entropy(dlogits, r.logits, in.labels, K);
-        break;
-      }
-      std::vector<std::int32_t> ids(in.labels.begin(), in.labels.end());
-      r.loss = cross_entropy_forward(probs.data(), r.logits.data(), ids.data(), B, K);
-      cross_entropy_backward(dlogits.data(), probs.data(), ids.data(), B, K, 1.0);
-      break;
-    }
-  }
+  Vec dlogits;
+  r.loss = head_loss(c, per_token, r.logits, in, dlogits);
 
   // Backward.
   r.grads.assign(lay.total(), 0.0);

@@ -100,7 +100,9 @@ ModelState tiny_model(const ModelFamily& family, HeadKind head) {
   c.intermediate = 7;
   c.layers = 2;
   c.max_positions = 10;
-  if (c.embedding > 0) c.embedding = 4;  // ELECTRA: projected from 4 to 6 channels
+  c.pad_token_id = std::min(c.pad_token_id, c.vocab_size - 1);  // ModernBERT's is 50283
+  if (c.rotary.enabled) c.rotary.window = 2;  // a local layer whose window matters at T = 5
+  if (c.embedding > 0) c.embedding = 4;       // ELECTRA: projected from 4 to 6 channels
   c.num_labels = 3;
   c.id2label = {"A", "B", "C"};
   c.head = head;
