@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/file.h"
+#include "tests/util/temp_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit {
@@ -202,6 +204,70 @@ TEST(FastBpeGolden, TruncatesPairsAsTheTokenizersLibrary) {
   EXPECT_EQ(std::count(e.input_ids.begin(), e.input_ids.end(), 7), 4);
   EXPECT_EQ(e.input_ids.size(), 12u);
   EXPECT_THROW(tok->encode_ids(a, b, 2), Error);
+}
+
+// Which folders get the fast kind: ModernBERT's (model_type), and any tokenizer.json with a
+// TemplateProcessing; a PreTrainedTokenizerFast folder with RoBERTa's RobertaProcessing stays
+// kByteLevelBpe (its family's kind), and a modernbert folder reads even that one as the library.
+TEST(FastBpeGolden, LoadTokenizerChoosesTheFastKind) {
+  const std::string roberta_json =
+      std::string(BERTFIT_SHARED_DIR) + "/data/roberta-bpe/tokenizer.json";
+  testing::TempDir fast_roberta, modern_roberta, template_only;
+  std::filesystem::copy_file(roberta_json, fast_roberta / "tokenizer.json");
+  write_file_atomic(fast_roberta / "tokenizer_config.json",
+                    R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(load_tokenizer(fast_roberta.path())->kind(), TokenizerKind::kByteLevelBpe);
+  std::filesystem::copy_file(roberta_json, modern_roberta / "tokenizer.json");
+  write_file_atomic(modern_roberta / "config.json", R"({"model_type": "modernbert"})");
+  const auto modern = load_tokenizer(modern_roberta.path());
+  EXPECT_EQ(modern->kind(), TokenizerKind::kFastByteLevelBpe);
+  EXPECT_EQ(modern->pair_template(), PairTemplate::kRoberta);  // from RobertaProcessing
+  EXPECT_EQ(modern->num_special_tokens(true), 4);
+  EXPECT_EQ(modern->tokenize_ids("Hello <mask> world"), (Ids{11973, 4, 1975}));
+  EXPECT_EQ(modern->cls_id(), 0);
+  EXPECT_EQ(modern->sep_id(), 2);
+  std::filesystem::copy_file(kGolden + "/tokenizer/tokenizer.json",
+                             template_only / "tokenizer.json");
+  EXPECT_EQ(load_tokenizer(template_only.path())->kind(), TokenizerKind::kFastByteLevelBpe);
+  // The files its model folders carry.
+  const auto sets = tokenizer_file_sets(TokenizerKind::kFastByteLevelBpe);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_STREQ(sets[0][0], "tokenizer.json");
+  EXPECT_EQ(sets[0][1], nullptr);
+}
+
+// A post-processor or decoder it cannot honour is refused with one line naming the file.
+TEST(FastBpeGolden, RefusesWhatItCannotRun) {
+  const auto base = nlohmann::json::parse(read_file(kGolden + "/tokenizer/tokenizer.json"));
+  testing::TempDir tmp;
+  auto expect_refused = [&](const nlohmann::json& j, const std::string& needle) {
+    const std::string path = tmp / "tokenizer.json";
+    write_file_atomic(path, j.dump());
+    try {
+      load_tokenizer_file(path);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  nlohmann::json j = base;
+  j["post_processor"]["single"].erase(1);  // no $A
+  expect_refused(j, "post_processor.single must hold the sequence A once");
+  j = base;
+  j["post_processor"]["pair"][3]["Sequence"]["id"] = "C";
+  expect_refused(j, "a Sequence is \"A\" or \"B\"");
+  j = base;
+  j["post_processor"]["special_tokens"].erase("[SEP]");
+  expect_refused(j, "special_tokens has no ids for \"[SEP]\"");
+  j = base;
+  j["decoder"] = {{"type", "WordPiece"}};
+  expect_refused(j, "decoder \"WordPiece\" is not supported");
+  j = base;
+  j["pre_tokenizer"]["use_regex"] = false;
+  expect_refused(j, "use_regex false");
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ std::string string_field(const std::string& dir, const char* file, const char* k
 bool starts_with(const std::string& s, std::string_view prefix) { return s.starts_with(prefix); }
 
 // tokenizer.json by its model.type. A byte-level BPE one is read with the tokenizers library's
-// semantics (kFastByteLevelBpe) when fast (a PreTrainedTokenizerFast or ModernBERT folder) or
-// when its post-processor is a TemplateProcessing or BertProcessing (not RoBERTa's own).
+// semantics (kFastByteLevelBpe) when fast (a ModernBERT folder) or when its post-processor is a
+// TemplateProcessing or BertProcessing (not RoBERTa's own).
 std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
                                                const std::string& config_dir, bool fast = false) {
   const Json j = tokenizer_detail::parse_json_file(path);
@@ -111,7 +111,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   };
   std::unique_ptr<Tokenizer> t;
   if (wants_fast && has_json) {
-    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir, /*fast=*/true);
+    // A ModernBERT folder's byte-level BPE is the fast kind whatever its post-processor; another
+    // folder's by its post-processor (RoBERTa's stays kByteLevelBpe, as its family declares).
+    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir, model_type == "modernbert");
   } else if (wants_deberta && has_deberta_spm) {
     t = deberta();
   } else if (wants_deberta && has_json) {

@@ -190,8 +190,10 @@ class Tokenizer {
 //   tokenizer.json by model.type (WordPiece; BPE with ByteLevel; Unigram or BPE with Metaspace
 //   and Precompiled -> SentencePiece with tokenizer.json's ids, DeBERTa's with its template).
 //   A folder whose tokenizer_class is PreTrainedTokenizerFast or whose model_type is modernbert
-//   takes its tokenizer.json first, a byte-level BPE one as kFastByteLevelBpe (the tokenizers
-//   library's semantics: its post-processor, added tokens and pre-tokenizer settings).
+//   takes its tokenizer.json first; a byte-level BPE one is kFastByteLevelBpe (the tokenizers
+//   library's semantics: its post-processor, added tokens and pre-tokenizer settings) for
+//   modernbert or a TemplateProcessing/BertProcessing post-processor, else (RoBERTa's
+//   RobertaProcessing) kByteLevelBpe.
 // Throws Error naming the folder and the files it looked for, or the file and key at fault.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 // A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json (a byte-level BPE
