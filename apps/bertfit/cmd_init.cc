@@ -197,7 +197,8 @@ void add_init_command(CLI::App& app) {
         &o->sets},
        {"--vocab",
         "The tokenizer: a vocab.txt, or a folder holding the family's tokenizer files (vocab.txt; "
-        "vocab.json + merges.txt; sentencepiece.bpe.model; tokenizer.json); default: the "
+        "vocab.json + merges.txt; sentencepiece.bpe.model; spm.model; tokenizer.json, ModernBERT's "
+        "only format); default: the "
         "bert-base-uncased vocabulary in shared/data/vocab beside the current folder or the "
         "binary's. vocab_size follows its largest id unless --set vocab_size=N",
         &o->vocab},

@@ -69,8 +69,8 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(o);
   if (o.max_seq_len < tokenizer->num_special_tokens(pair)) {
-    throw_error("--max-seq-len must be at least ", tokenizer->num_special_tokens(pair),
-                " for a pair with this tokenizer (<s> a </s></s> b </s>), got ", o.max_seq_len);
+    throw_error("--max-seq-len must be at least ", tokenizer->num_special_tokens(pair), " for ",
+                pair ? "a pair" : "a text", " with this tokenizer's template, got ", o.max_seq_len);
   }
 
   std::vector<std::string> columns = {d.text_a_column};
@@ -123,9 +123,11 @@ void add_tokenize_command(CLI::App& app) {
       "([CLS] a [SEP] (b [SEP]), no padding, truncated longest-first to --max-seq-len). The "
       "tokenizer comes from exactly one of --model (its vocab.txt, with do_lower_case from "
       "tokenizer_config.json; vocab.json + merges.txt; sentencepiece.bpe.model; DeBERTa's "
-      "spm.model; or else its tokenizer.json), --vocab and --tokenizer. RoBERTa-style tokenizers "
-      "frame texts as <s> a </s> (</s> b </s>); DeBERTa's as [CLS] a [SEP] (b [SEP]) with its "
-      "own ids.");
+      "spm.model; or else its tokenizer.json, first for a PreTrainedTokenizerFast or ModernBERT "
+      "folder), --vocab and --tokenizer. RoBERTa-style tokenizers frame texts as <s> a </s> "
+      "(</s> b </s>); DeBERTa's as [CLS] a [SEP] (b [SEP]) with its own ids; a byte-level BPE "
+      "tokenizer.json with a TemplateProcessing post-processor (ModernBERT's) as its template "
+      "says ([CLS] a [SEP] (b [SEP]), token types 0).");
   add_flags(*cmd, model_flags(o->model_dir, o->revision));
   add_flags(
       *cmd,
@@ -135,7 +137,9 @@ void add_tokenize_command(CLI::App& app) {
         &o->vocab_file},
        {"--tokenizer",
         "Hugging Face tokenizers tokenizer.json (WordPiece; BPE with a ByteLevel "
-        "pre-tokenizer; Unigram or BPE with Metaspace, as converted from SentencePiece) or a "
+        "pre-tokenizer: RoBERTa's, or with a TemplateProcessing post-processor read as the "
+        "tokenizers library runs it, ModernBERT's; Unigram or BPE with Metaspace, as converted "
+        "from SentencePiece) or a "
         "SentencePiece .model (XLM-R ids; a file named spm.model: DeBERTa's ids and template)",
         &o->tokenizer_file},
        {"--input",

@@ -434,16 +434,21 @@ namespace {
 // when the folder lacks the ones the family's tokenizer needs.
 std::vector<std::pair<std::string, std::string>> own_tokenizer_files(const ModelConfig& config,
                                                                      const std::string& source) {
-  const TokenizerKind kind = config.family->tokenizer;
-  const bool bpe = kind == TokenizerKind::kByteLevelBpe;
-  // The SentencePiece model file: XLM-R's and CamemBERT's name, or DeBERTa's.
-  const char* spm =
-      kind == TokenizerKind::kDebertaSentencePiece ? "spm.model" : "sentencepiece.bpe.model";
-  const std::string needed = bpe ? std::string("vocab.json and merges.txt (or tokenizer.json)")
-                                 : cat(spm, " (or tokenizer.json)");
   auto has = [&](const char* name) { return path_exists(join_path(source, name)); };
-  const bool complete =
-      has("tokenizer.json") || (bpe ? has("vocab.json") && has("merges.txt") : has(spm));
+  // The kind's file sets (tokenizer/kind.h): "vocab.json and merges.txt (or tokenizer.json)".
+  std::string needed;
+  bool complete = false;
+  for (const TokenizerFileSet& set : tokenizer_file_sets(config.family->tokenizer)) {
+    std::string names;
+    bool all = true;
+    for (const char* name : set) {
+      if (name == nullptr) continue;
+      names += names.empty() ? name : cat(" and ", name);
+      all = all && has(name);
+    }
+    needed += needed.empty() ? names : cat(" (or ", names, ")");
+    complete = complete || all;
+  }
   if (!is_directory(source) || !complete) {
     throw_error(source, ": a ", config.model_type(), " model carries its tokenizer's files (",
                 needed, "); give a folder that holds them");

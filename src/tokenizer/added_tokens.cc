@@ -14,6 +14,8 @@ bool is_python_space(char32_t cp) {
          cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+bool is_unicode_space(char32_t cp) { return is_python_space(cp) && !(cp >= 0x1C && cp <= 0x1F); }
+
 namespace {
 
 // Code point at p (advancing p); invalid bytes read as U+FFFD, one byte each.
@@ -22,15 +24,19 @@ char32_t next_cp(const unsigned char*& p, const unsigned char* end) {
   return decode_utf8(p, end);
 }
 
-// Bytes of [begin, end) after stripping leading (left) or trailing (right) whitespace.
-void strip(std::string_view text, Segment& s, bool left, bool right) {
+// Bytes of [begin, end) after stripping leading (left) or trailing (right) whitespace (Python's,
+// or Unicode's when unicode).
+void strip(std::string_view text, Segment& s, bool left, bool right, bool unicode) {
+  auto is_space = [unicode](char32_t cp) {
+    return unicode ? is_unicode_space(cp) : is_python_space(cp);
+  };
   const auto* base = reinterpret_cast<const unsigned char*>(text.data());
   if (left) {
     const auto* p = base + s.begin;
     const auto* end = base + s.end;
     while (p < end) {
       const auto* q = p;
-      if (!is_python_space(next_cp(q, end))) break;
+      if (!is_space(next_cp(q, end))) break;
       p = q;
     }
     s.begin = static_cast<std::uint32_t>(p - base);
@@ -40,7 +46,7 @@ void strip(std::string_view text, Segment& s, bool left, bool right) {
     const auto* end = base + s.end;
     const auto* last = p;  // end of the last non-space code point
     while (p < end) {
-      if (!is_python_space(next_cp(p, end))) last = p;
+      if (!is_space(next_cp(p, end))) last = p;
     }
     s.end = static_cast<std::uint32_t>(last - base);
   }
@@ -91,9 +97,13 @@ void AddedTokenSplitter::split(std::string_view text, std::vector<Segment>& out)
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (hits[i] == nullptr) continue;
     if (hits[i]->rstrip && i + 1 < out.size() && hits[i + 1] == nullptr) {
-      strip(text, out[i + 1], true, false);
+      strip(text, out[i + 1], true, false, strip_into_token_);
+      if (strip_into_token_) out[i].end = out[i + 1].begin;
     }
-    if (hits[i]->lstrip && i > 0 && hits[i - 1] == nullptr) strip(text, out[i - 1], false, true);
+    if (hits[i]->lstrip && i > 0 && hits[i - 1] == nullptr) {
+      strip(text, out[i - 1], false, true, strip_into_token_);
+      if (strip_into_token_) out[i].begin = out[i - 1].end;
+    }
   }
   std::erase_if(out, [](const Segment& s) { return s.id < 0 && s.begin >= s.end; });
 }

@@ -3,8 +3,10 @@
 // longest token when several start at the same place), then whitespace next to a token is
 // stripped: per its lstrip/rstrip flags for an AddedToken (RoBERTa's specials; <mask> has
 // lstrip), on both sides for a token given as a plain string (XLM-R's <s>, </s>, ...). Text
-// segments left empty are dropped. Whitespace is Python's str.isspace(). Private to the
-// tokenizer module.
+// segments left empty are dropped. Whitespace is Python's str.isspace(). With
+// set_strip_into_token (the tokenizers library's AddedVocabulary), the whitespace a token strips
+// becomes part of the token's segment (its offsets cover it), and whitespace is Unicode's
+// White_Space (Rust's char::is_whitespace). Private to the tokenizer module.
 #pragma once
 
 #include <cstdint>
@@ -32,14 +34,18 @@ class AddedTokenSplitter {
   // A later token with the same content replaces the earlier one.
   void add(const AddedToken& token);
   bool empty() const { return tokens_.empty(); }
+  void set_strip_into_token(bool on) { strip_into_token_ = on; }
   // Appends text's segments to out (out is cleared first).
   void split(std::string_view text, std::vector<Segment>& out) const;
 
  private:
   std::vector<AddedToken> tokens_;
+  bool strip_into_token_ = false;
 };
 
 // Python's str.isspace() for one code point.
 bool is_python_space(char32_t cp);
+// Unicode's White_Space (Rust's char::is_whitespace): Python's without U+001C..U+001F.
+bool is_unicode_space(char32_t cp);
 
 }  // namespace bertfit::tokenizer_detail

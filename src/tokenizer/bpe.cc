@@ -120,7 +120,7 @@ void ByteLevelBpeTokenizer::tokenize_into(std::string_view text, std::vector<std
 
 void ByteLevelBpeTokenizer::tokenize_word_into(std::string_view word,
                                                std::vector<std::int32_t>& ids) const {
-  tokenize_text(word, true, ids, nullptr);
+  tokenize_text(word, fast() ? add_prefix_space_ : true, ids, nullptr);
 }
 
 void ByteLevelBpeTokenizer::tokenize_text(std::string_view text, bool prefix_space,
@@ -164,8 +164,10 @@ void ByteLevelBpeTokenizer::tokenize_text(std::string_view text, bool prefix_spa
         if (piece.id >= 0) {
           ids.push_back(piece.id);
           if (offsets != nullptr) {
-            offsets->push_back(trimmed(offset(pos, pos + piece.bytes), s.substr(pos, piece.bytes),
-                                       ids.size() - 1 == first_token, prefix_space));
+            const TokenOffset o = offset(pos, pos + piece.bytes);
+            offsets->push_back(trim_offsets_ ? trimmed(o, s.substr(pos, piece.bytes),
+                                                       ids.size() - 1 == first_token, prefix_space)
+                                             : o);
           }
         }
         pos += piece.bytes;

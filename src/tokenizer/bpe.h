@@ -6,6 +6,15 @@
 //
 // Offsets: each token covers whole input bytes (a token may end inside a multi-byte character);
 // a token's leading space is left out of its offset, as trim_offsets does.
+//
+// from_fast_tokenizer_json reads a tokenizer.json as the Hugging Face tokenizers library runs it
+// instead (TokenizerKind::kFastByteLevelBpe; PreTrainedTokenizerFast, e.g. ModernBERT's): the
+// template of its post-processor (TemplateProcessing, RobertaProcessing, BertProcessing), its
+// added tokens with their own flags (lstrip/rstrip whitespace belongs to the token's offsets),
+// the pre-tokenizer's add_prefix_space for texts and for each word of a pre-split text, offsets
+// trimmed only when the post-processor says trim_offsets, the tokenizers library's
+// longest_first truncation, and its ByteLevel decoder (added tokens decoded in line, no spaces
+// put around them).
 #pragma once
 
 #include <cstdint>
@@ -36,11 +45,17 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   // special_tokens_map.json apply as above.
   static std::unique_ptr<ByteLevelBpeTokenizer> from_tokenizer_json(const std::string& path,
                                                                     const std::string& config_dir);
+  // tokenizer.json with the tokenizers library's semantics (above). Its special tokens (cls,
+  // sep, pad, mask, unk) are config_dir's tokenizer_config.json / special_tokens_map.json
+  // *_token names where given, else the template's first and last special token, the model's
+  // unk_token, and the added special tokens [UNK]/<unk>, [PAD]/<pad> and [MASK]/<mask>.
+  static std::unique_ptr<ByteLevelBpeTokenizer> from_fast_tokenizer_json(
+      const std::string& path, const std::string& config_dir);
 
   void tokenize_into(std::string_view text, std::vector<std::int32_t>& ids,
                      std::vector<TokenOffset>* offsets) const override;
   // RobertaTokenizer with is_split_into_words=True: the word gets a prefix space unless it
-  // starts with whitespace.
+  // starts with whitespace (kFastByteLevelBpe: only with the pre-tokenizer's add_prefix_space).
   void tokenize_word_into(std::string_view word, std::vector<std::int32_t>& ids) const override;
   std::string token(std::int32_t id) const override;
   bool add_prefix_space() const { return add_prefix_space_; }
@@ -64,6 +79,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
 
  private:
   ByteLevelBpeTokenizer() : Tokenizer(TokenizerKind::kByteLevelBpe, PairTemplate::kRoberta) {}
+  bool fast() const { return kind_ == TokenizerKind::kFastByteLevelBpe; }
   // Interns the symbols and merges of model; source names the file in errors.
   void build(Model model, const std::string& source);
   void tokenize_text(std::string_view text, bool prefix_space, std::vector<std::int32_t>& ids,
@@ -88,6 +104,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::vector<std::int32_t> added_ids_;  // sorted: the ids of tokens outside vocab (model.added)
   tokenizer_detail::AddedTokenSplitter added_;
   bool add_prefix_space_ = false;
+  bool trim_offsets_ = true;  // the leading/trailing spaces of a token left out of its offsets
   std::unique_ptr<tokenizer_detail::WordCache> cache_ =
       std::make_unique<tokenizer_detail::WordCache>();
 

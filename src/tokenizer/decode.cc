@@ -1,7 +1,8 @@
 // Tokenizer::decode (tokenizer.h): ids back to text as transformers 4.28.1's slow tokenizers do
 // it (PreTrainedTokenizer._decode with spaces_between_special_tokens, then
 // clean_up_tokenization), each family's convert_tokens_to_string (BertTokenizer,
-// RobertaTokenizer, XLMRobertaTokenizer), and the helpers they share: Python's str.strip() and
+// RobertaTokenizer, XLMRobertaTokenizer; a fast byte-level BPE: the tokenizers library's
+// ByteLevel decoder), and the helpers they share: Python's str.strip() and
 // bytes.decode("utf-8", errors="replace").
 #include <sentencepiece_processor.h>
 
@@ -181,6 +182,22 @@ std::string ByteLevelBpeTokenizer::tokens_to_string(const std::vector<std::strin
   static const ByteDecoder decoder;
   std::string bytes;
   for (const std::string& token : tokens) {
+    if (fast()) {
+      // The tokenizers library's ByteLevel decoder: a token with a character outside the byte
+      // alphabet (e.g. an added token's) keeps its own UTF-8, whole.
+      std::string token_bytes;
+      const auto* p = reinterpret_cast<const unsigned char*>(token.data());
+      const auto* end = p + token.size();
+      bool mapped = true;
+      while (p < end && mapped) {
+        const char32_t cp = *p < 0x80 ? *p++ : tokenizer_detail::decode_utf8(p, end);
+        const int byte = cp < decoder.byte_of.size() ? decoder.byte_of[cp] : -1;
+        mapped = byte >= 0;
+        token_bytes.push_back(static_cast<char>(byte));
+      }
+      bytes += mapped ? token_bytes : token;
+      continue;
+    }
     const auto* p = reinterpret_cast<const unsigned char*>(token.data());
     const auto* end = p + token.size();
     while (p < end) {
@@ -198,7 +215,8 @@ std::string ByteLevelBpeTokenizer::tokens_to_string(const std::vector<std::strin
 }
 
 bool ByteLevelBpeTokenizer::is_added_id(std::int32_t id) const {
-  return std::binary_search(added_ids_.begin(), added_ids_.end(), id);
+  // The tokenizers library decodes added tokens in line with the others.
+  return !fast() && std::binary_search(added_ids_.begin(), added_ids_.end(), id);
 }
 
 std::string SentencePieceTokenizer::tokens_to_string(const std::vector<std::string>& tokens) const {

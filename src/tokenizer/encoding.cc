@@ -1,5 +1,6 @@
-// The Tokenizer interface's shared part: tokenize_ids, the BERT and RoBERTa templates around one
-// or two texts with longest_first truncation, and byte -> character offsets.
+// The Tokenizer interface's shared part: tokenize_ids, the BERT, RoBERTa and tokenizer.json
+// templates around one or two texts with longest_first truncation (transformers' slow rule or
+// the tokenizers library's), and byte -> character offsets.
 #include <algorithm>
 #include <utility>
 
@@ -20,6 +21,8 @@ const char* tokenizer_kind_name(TokenizerKind kind) {
       return "SentencePiece";
     case TokenizerKind::kDebertaSentencePiece:
       return "DeBERTa SentencePiece";
+    case TokenizerKind::kFastByteLevelBpe:
+      return "byte-level BPE (tokenizer.json, fast)";
   }
   return "?";
 }
@@ -43,6 +46,13 @@ std::vector<std::int32_t> Tokenizer::tokenize_ids(std::string_view text) const {
 }
 
 int Tokenizer::num_special_tokens(bool pair) const {
+  if (template_ == PairTemplate::kTemplate) {
+    int n = 0;
+    for (const TemplatePiece& p : pair ? post_template_.pair : post_template_.single) {
+      if (p.sequence < 0) n += static_cast<int>(p.ids.size());
+    }
+    return n;
+  }
   if (!pair) return 2;
   return template_ == PairTemplate::kBert ? 3 : 4;
 }
@@ -91,6 +101,18 @@ Encoding Tokenizer::assemble(std::vector<std::int32_t> a, std::vector<TokenOffse
   if (la + lb > budget) {
     if (!pair) {
       la = budget;
+    } else if (truncation_ == PairTruncation::kHalves) {
+      // The tokenizers library's truncate_encodings (LongestFirst) with its lengths n1 <= n2.
+      const bool swap = la > lb;
+      std::size_t n1 = swap ? lb : la, n2;
+      n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+      if (n1 + n2 > budget) {
+        n1 = budget / 2;
+        n2 = n1 + budget % 2;
+      }
+      if (swap) std::swap(n1, n2);
+      la = std::min(la, n1);
+      lb = std::min(lb, n2);
     } else {
       // longest_first as transformers 4.28 runs it: one token at a time from the longer
       // sequence, from the second one when both are equally long.
@@ -118,6 +140,22 @@ Encoding Tokenizer::assemble(std::vector<std::int32_t> a, std::vector<TokenOffse
     e.input_ids.insert(e.input_ids.end(), ids.begin(), ids.begin() + n);
     if (offsets) e.offsets.insert(e.offsets.end(), offs->begin(), offs->begin() + n);
   };
+  if (template_ == PairTemplate::kTemplate) {
+    e.token_type_ids.reserve(total);
+    for (const TemplatePiece& p : pair ? post_template_.pair : post_template_.single) {
+      if (p.sequence < 0) {
+        for (std::int32_t id : p.ids) special(id);
+      } else if (p.sequence == 0) {
+        text(a, a_offsets, la);
+      } else {
+        text(*b, b_offsets, lb);
+      }
+      e.token_type_ids.resize(e.input_ids.size(), p.type_id);
+    }
+    CHECK(e.input_ids.size() == total, "template of ", e.input_ids.size(), " tokens, not ", total);
+    e.attention_mask.assign(total, 1);
+    return e;
+  }
   special(special_.cls);
   text(a, a_offsets, la);
   special(special_.sep);

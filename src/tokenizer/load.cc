@@ -36,9 +36,11 @@ std::string string_field(const std::string& dir, const char* file, const char* k
 
 bool starts_with(const std::string& s, std::string_view prefix) { return s.starts_with(prefix); }
 
-// tokenizer.json by its model.type.
+// tokenizer.json by its model.type. A byte-level BPE one is read with the tokenizers library's
+// semantics (kFastByteLevelBpe) when fast (a ModernBERT folder) or when its post-processor is a
+// TemplateProcessing or BertProcessing (not RoBERTa's own).
 std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
-                                               const std::string& config_dir) {
+                                               const std::string& config_dir, bool fast = false) {
   const Json j = tokenizer_detail::parse_json_file(path);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
     throw_error(path, ": no \"model\" object");
@@ -55,6 +57,11 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& path,
   if (type == "BPE") {
     const Json pre = j.value("pre_tokenizer", Json());
     if (pre.is_object() && pre.value("type", std::string()) == "ByteLevel") {
+      const Json post = j.value("post_processor", Json());
+      const std::string post_type = post.is_object() ? post.value("type", std::string()) : "";
+      if (fast || post_type == "TemplateProcessing" || post_type == "BertProcessing") {
+        return ByteLevelBpeTokenizer::from_fast_tokenizer_json(path, config_dir);
+      }
       return ByteLevelBpeTokenizer::from_tokenizer_json(path, config_dir);
     }
     return SentencePieceTokenizer::from_tokenizer_json(path, config_dir);
@@ -87,6 +94,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
       starts_with(cls, "Bert") || starts_with(cls, "DistilBert") || starts_with(cls, "Electra");
   const bool wants_deberta =
       starts_with(cls, "DebertaV2") || (cls.empty() && model_type == "deberta-v2");
+  // transformers' generic fast tokenizer, or a ModernBERT model: the tokenizer.json as it is.
+  const bool wants_fast = cls == "PreTrainedTokenizerFast" || model_type == "modernbert";
 
   auto bpe = [&] {
     return ByteLevelBpeTokenizer::from_files(join_path(dir, "vocab.json"),
@@ -101,7 +110,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     return SentencePieceTokenizer::from_deberta_model_file(join_path(dir, "spm.model"), dir);
   };
   std::unique_ptr<Tokenizer> t;
-  if (wants_deberta && has_deberta_spm) {
+  if (wants_fast && has_json) {
+    // A ModernBERT folder's byte-level BPE is the fast kind whatever its post-processor; another
+    // folder's by its post-processor (RoBERTa's stays kByteLevelBpe, as its family declares).
+    t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir, model_type == "modernbert");
+  } else if (wants_deberta && has_deberta_spm) {
     t = deberta();
   } else if (wants_deberta && has_json) {
     t = from_tokenizer_json(join_path(dir, "tokenizer.json"), dir);

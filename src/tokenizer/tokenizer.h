@@ -42,10 +42,32 @@ struct Encoding {
 const char* tokenizer_kind_name(TokenizerKind kind);
 
 // How special tokens frame one or two texts.
-//   kBert:    [CLS] A [SEP] (B [SEP]); token types 0 for [CLS] A [SEP], 1 for B [SEP].
-//   kRoberta: <s> A </s> (</s> B </s>); token types all 0 (RoBERTa, XLM-R, CamemBERT).
+//   kBert:     [CLS] A [SEP] (B [SEP]); token types 0 for [CLS] A [SEP], 1 for B [SEP].
+//   kRoberta:  <s> A </s> (</s> B </s>); token types all 0 (RoBERTa, XLM-R, CamemBERT).
+//   kTemplate: a tokenizer.json's TemplateProcessing, as its pieces (post_template()); e.g.
+//              ModernBERT's [CLS] A [SEP] (B [SEP]) with token types all 0.
 // (DeBERTa uses kBert with its own [CLS]/[SEP] ids.)
-enum class PairTemplate { kBert, kRoberta };
+enum class PairTemplate { kBert, kRoberta, kTemplate };
+
+// One piece of a TemplateProcessing: special ids, or the text A (sequence 0) or B (1), with the
+// token type its tokens get.
+struct TemplatePiece {
+  int sequence = -1;  // 0: A, 1: B, -1: the special ids below
+  std::vector<std::int32_t> ids;
+  std::int32_t type_id = 0;
+  bool operator==(const TemplatePiece&) const = default;
+};
+struct PostTemplate {
+  std::vector<TemplatePiece> single, pair;
+};
+
+// How a pair longer than max_len is cut ("longest_first" in both):
+//   kOneByOne: transformers 4.28's slow tokenizers: one token at a time from the longer text,
+//              from b on ties (an odd budget leaves a the extra token).
+//   kHalves:   the tokenizers library (PreTrainedTokenizerFast): the shorter text keeps what the
+//              longer one leaves, unless both exceed half the budget; then the shorter keeps
+//              budget / 2 and the longer the rest.
+enum class PairTruncation { kOneByOne, kHalves };
 
 struct SpecialIds {
   std::int32_t cls = -1;  // [CLS] or <s> (bos)
@@ -106,11 +128,14 @@ class Tokenizer {
                       int max_len, std::vector<TokenOffset>* a_offsets = nullptr,
                       std::vector<TokenOffset>* b_offsets = nullptr) const;
   // Number of special tokens the template adds: 2 for a single text; 3 (BERT) or 4 (RoBERTa)
-  // for a pair.
+  // for a pair; kTemplate: the ids of its special pieces.
   int num_special_tokens(bool pair) const;
 
   TokenizerKind kind() const { return kind_; }
   PairTemplate pair_template() const { return template_; }
+  // The pieces of a kTemplate tokenizer (empty otherwise).
+  const PostTemplate& post_template() const { return post_template_; }
+  PairTruncation pair_truncation() const { return truncation_; }
   const SpecialIds& special_ids() const { return special_; }
   std::int32_t cls_id() const { return special_.cls; }
   std::int32_t sep_id() const { return special_.sep; }
@@ -140,6 +165,8 @@ class Tokenizer {
 
   TokenizerKind kind_;
   PairTemplate template_;
+  PostTemplate post_template_;  // kTemplate's pieces
+  PairTruncation truncation_ = PairTruncation::kOneByOne;
   SpecialIds special_;
   // Special ids beyond special_ (bos, eos, additional special tokens) that decode skips.
   std::vector<std::int32_t> extra_special_ids_;
@@ -162,9 +189,15 @@ class Tokenizer {
 //   model_type deberta-v2, which also take tokenizer.json when there is no spm.model); else
 //   tokenizer.json by model.type (WordPiece; BPE with ByteLevel; Unigram or BPE with Metaspace
 //   and Precompiled -> SentencePiece with tokenizer.json's ids, DeBERTa's with its template).
+//   A folder whose tokenizer_class is PreTrainedTokenizerFast or whose model_type is modernbert
+//   takes its tokenizer.json first; a byte-level BPE one is kFastByteLevelBpe (the tokenizers
+//   library's semantics: its post-processor, added tokens and pre-tokenizer settings) for
+//   modernbert or a TemplateProcessing/BertProcessing post-processor, else (RoBERTa's
+//   RobertaProcessing) kByteLevelBpe.
 // Throws Error naming the folder and the files it looked for, or the file and key at fault.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
-// A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json, spm.model
+// A single tokenizer file: vocab.txt (WordPiece, lowercased), tokenizer.json (a byte-level BPE
+// one with a TemplateProcessing or BertProcessing post-processor as kFastByteLevelBpe), spm.model
 // (DeBERTa's ids and template, no folder settings) or another sentencepiece .model (XLM-R ids).
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path);
 

@@ -1,5 +1,6 @@
 // `bertfit tokenize` end to end: output equal to the tokenizer's ids for real MRPC rows (WordPiece,
-// byte-level BPE from vocab.json + merges.txt or tokenizer.json, SentencePiece), and
+// byte-level BPE from vocab.json + merges.txt or tokenizer.json, SentencePiece, ModernBERT's
+// tokenizer.json), and
 // bad input (missing file, empty file, invalid UTF-8, a row with too few columns, an unknown
 // column name) gives a one-line error and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
@@ -80,6 +81,65 @@ TEST(TokenizeCli, DebertaTokenizerMatchesTheGoldenIds) {
   expect_family_golden(
       "--tokenizer " + std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/deberta/tokenizer.json",
       "deberta-spm-MRPC-dev.jsonl", true);
+}
+
+// ModernBERT's tokenizer.json (../shared/golden/tokenizer-modernbert): the golden ids of the
+// tokenizers library for the rows of `file` in modernbert-ids.jsonl (pairs only), token types all
+// zero, against `bertfit tokenize <source>` over `input` (columns a and b).
+void expect_modernbert_golden(const std::string& source, const std::string& input,
+                              const std::string& columns, const std::string& file) {
+  RunResult r = run_bertfit("tokenize " + source + " --input " + input + " " + columns +
+                            " --max-seq-len 128");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string golden =
+      read_text(shared_dir() + "/golden/tokenizer-modernbert/modernbert-ids.jsonl");
+  std::size_t g = 0, o = 0;
+  int rows = 0;
+  while (g < golden.size()) {
+    const std::size_t ge = golden.find('\n', g);
+    const auto want = nlohmann::json::parse(golden.substr(g, ge - g));
+    g = ge + 1;
+    if (want["file"] != file || want["text_b"].is_null()) continue;
+    ASSERT_LT(o, r.out.size()) << source << ": fewer output lines than golden rows";
+    const std::size_t oe = r.out.find('\n', o);
+    const auto got = nlohmann::json::parse(r.out.substr(o, oe - o));
+    o = oe + 1;
+    EXPECT_EQ(got["input_ids"], want["input_ids"]) << source << " " << file << " row " << rows;
+    EXPECT_EQ(got["token_type_ids"], nlohmann::json(std::vector<int>(want["input_ids"].size(), 0)))
+        << source << " row " << rows;
+    ++rows;
+  }
+  EXPECT_EQ(o, r.out.size()) << source << ": more output lines than golden rows";
+  EXPECT_GT(rows, 0);
+}
+
+// ModernBERT's byte-level BPE tokenizer.json ([CLS] a [SEP] b [SEP], the tokenizers library's
+// semantics): its tokenizer folder and the tiny model's folder (PreTrainedTokenizerFast,
+// model_type modernbert) through --model, the file through --tokenizer; every MRPC dev pair, and
+// the golden's hard pairs (emoji, added tokens written in the text, [MASK] eating the space
+// before it, long texts cut longest-first) written to a JSONL file.
+TEST(TokenizeCli, ModernBertTokenizerMatchesTheGoldenIds) {
+  const std::string dir = shared_dir() + "/golden/tokenizer-modernbert/tokenizer";
+  const std::string mrpc = shared_dir() + "/data/glue/MRPC/dev.tsv";
+  const std::string mrpc_columns = "--text-a-column 3 --text-b-column 4";
+  expect_modernbert_golden("--model " + dir, mrpc, mrpc_columns, "MRPC-dev");
+  expect_modernbert_golden("--model " + shared_dir() + "/golden/modernbert-tiny/model", mrpc,
+                           mrpc_columns, "MRPC-dev");
+  expect_modernbert_golden("--tokenizer " + dir + "/tokenizer.json", mrpc, mrpc_columns,
+                           "MRPC-dev");
+  TempDir tmp;
+  std::string hard;
+  const std::string golden =
+      read_text(shared_dir() + "/golden/tokenizer-modernbert/modernbert-ids.jsonl");
+  for (std::size_t g = 0, ge; g < golden.size(); g = ge + 1) {
+    ge = golden.find('\n', g);
+    const auto row = nlohmann::json::parse(golden.substr(g, ge - g));
+    if (row["file"] != "hard" || row["text_b"].is_null()) continue;
+    hard += nlohmann::json{{"a", row["text_a"]}, {"b", row["text_b"]}}.dump() + "\n";
+  }
+  write_text(tmp / "hard.jsonl", hard);
+  expect_modernbert_golden("--model " + dir, tmp / "hard.jsonl",
+                           "--text-a-column a --text-b-column b", "hard");
 }
 
 void expect_clean_failure(const std::string& args, const std::string& needle) {
