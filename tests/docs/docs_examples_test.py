@@ -34,7 +34,7 @@ import time
 EXTERNAL_FLAGS = {
     "--mpi", "--ntasks-per-node", "--hostfile", "--map-by", "--bind-to", "--mca", "--oversubscribe",
     "--allow-run-as-root", "--out", "--nodes", "--preset", "--build", "--target", "--data-raw",
-    "--kill-on-bad-exit", "--latency",
+    "--kill-on-bad-exit", "--latency", "--train-seed",
 }
 
 BLOCK_TIMEOUT_S = 240
