@@ -170,8 +170,9 @@ def run_block(body, cwd, env, where):
     p.wait()
     print(f"  {where}: {'FAILED (' + failed + ')' if failed else 'ok'} "
           f"({time.monotonic() - start:.1f} s)", flush=True)
-    if failed:
-        print("\n".join("    | " + l for l in (out or "").splitlines()[-40:]), flush=True)
+    # The output's last lines show what ran (all of it on failure).
+    tail = (out or "").splitlines()[-40 if failed else -2:]
+    print("\n".join("    | " + l[:200] for l in tail), flush=True)
     return not failed
 
 
