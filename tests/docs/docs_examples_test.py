@@ -2,14 +2,15 @@
 """The docs cannot drift from the binary: runs every runnable shell example of README.md and
 docs/*.md, and checks every --flag the docs name against the binary's flag tables.
 
-Marker convention (documented in docs/README.md's "Examples" note and in README.md):
+Marker convention (also stated in README.md, "Everything else"):
   <!-- example -->            on the line before a ```sh fence: the block is run.
   <!-- example: no-run WHY --> on the line before a ```sh fence: the block is not run (it needs
                                mpirun, a cluster, the network or root), but its flags are checked.
 Runnable blocks of one file run in order, in one fresh folder `work/` beside a link `shared` to
 the tiny golden models and data (so `../shared/...` resolves as from the repository root), each
 block as `bash -euo pipefail`, with the freshly built bertfit first in PATH, no network
-(HF_HUB_OFFLINE=1) and an empty HOME. In runnable blocks the port 8080 is replaced by a free one.
+(HF_HUB_OFFLINE=1), an empty HOME and mpirun allowed as root (OMPI_ALLOW_RUN_AS_ROOT). In
+runnable blocks the port 8080 is replaced by a free one.
 Every process a block starts is killed when the block ends.
 
 Flags: in every ```sh block (marked or not) each `bertfit CMD ... --flag` must be a flag of
@@ -211,7 +212,9 @@ def main():
             os.makedirs(home)
             env = dict(os.environ)
             env.update({"PATH": os.path.dirname(bertfit) + os.pathsep + env.get("PATH", ""),
-                        "HOME": home, "HF_HUB_OFFLINE": "1", "HF_HOME": os.path.join(home, "hf")})
+                        "HOME": home, "HF_HUB_OFFLINE": "1", "HF_HOME": os.path.join(home, "hf"),
+                        # mpirun examples run as root in CI containers
+                        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
             for line, body in runnable:
                 ran += 1
                 if not run_block(body, work, env, f"{rel}:{line}"):
