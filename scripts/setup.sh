@@ -13,6 +13,7 @@
 # chromium and zlib1g-dev: report_cli_test renders `bertfit report`'s page in headless Chromium
 # and decodes the screenshot (PNG: zlib); without Chromium that test checks the page as text.
 # wrk: the HTTP load of bench/serve_http.sh and bench/embed_vs_ort.sh.
+# curl: the serving examples of README.md and docs/ that docs_examples_test runs.
 # python3-optuna and python3-sklearn: `bertfit tune`'s TPE sampler and knob importance (fANOVA)
 # run in /usr/bin/python3; libtcmalloc-minimal4 and libjemalloc2: the allocators tune can preload.
 set -euo pipefail
@@ -23,7 +24,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   iproute2 python3 python3-torch
-  chromium zlib1g-dev wrk
+  chromium zlib1g-dev wrk curl
   python3-optuna python3-sklearn libtcmalloc-minimal4 libjemalloc2
 )
 missing=()

@@ -62,10 +62,12 @@ std::string unused_arguments_message(const CLI::App& app, const std::vector<std:
 
 void build_app(CLI::App& app) {
   app.description(
-      "bertfit: fine-tune BERT-family text encoders (DistilBERT, BERT) on CPUs and run them.\n"
-      "Models are Hugging Face folders (config.json; model.safetensors, pytorch_model.bin or\n"
-      "either sharded; vocab.txt) or Hub repository ids (org/name), downloaded into the Hugging\n"
-      "Face cache (HF_HOME, HF_HUB_CACHE; token HF_TOKEN; HF_HUB_OFFLINE=1: the cache only).");
+      "bertfit: fine-tune BERT-family text encoders (DistilBERT, BERT, RoBERTa, XLM-R,\n"
+      "CamemBERT, ELECTRA, DeBERTa-v2/v3) on CPUs and run them. Models are Hugging Face\n"
+      "folders (config.json; model.safetensors, pytorch_model.bin or either sharded; the\n"
+      "tokenizer's vocab.txt, vocab.json + merges.txt, tokenizer.json, sentencepiece.bpe.model\n"
+      "or spm.model) or Hub repository ids (org/name), downloaded into the Hugging Face cache\n"
+      "(HF_HOME, HF_HUB_CACHE; token HF_TOKEN; HF_HUB_OFFLINE=1: the cache only).");
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.set_version_flag("--version", "bertfit " BERTFIT_VERSION);

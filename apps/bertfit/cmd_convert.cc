@@ -1,7 +1,7 @@
 // `bertfit convert MODEL --output DIR`: a model whose weights are in any form transformers saves
 // (model.safetensors, pytorch_model.bin, either sharded behind its index; fp16, bf16 or fp32)
 // rewritten as the folder bertfit itself writes: config.json, model.safetensors (fp32, HF names),
-// vocab.txt and tokenizer files. What is written is what load_model reads: a missing head is
+// the tokenizer's files. What is written is what load_model reads: a missing head is
 // initialised as from_pretrained does, and tensors the classifier does not use are left out
 // (both said on stderr). The output follows train's rules (train/output_dir.h).
 #include <CLI/CLI.hpp>
@@ -44,7 +44,7 @@ void add_convert_command(CLI::App& app) {
       "convert",
       "Rewrite a model whose weights are in any form transformers saves (model.safetensors, "
       "pytorch_model.bin, or either sharded behind its index; fp32, fp16 or bf16) as a folder "
-      "of config.json, model.safetensors (fp32, Hugging Face names), vocab.txt and tokenizer "
+      "of config.json, model.safetensors (fp32, Hugging Face names) and the tokenizer's "
       "files: what bertfit loads from it (a missing classification head initialised, tensors "
       "the classifier does not use left out).");
   add_flags(*cmd, model_argument_flags(o->model, o->revision));

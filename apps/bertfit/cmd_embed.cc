@@ -133,7 +133,8 @@ void add_embed_command(CLI::App& app) {
       "embed",
       "Embed every row of a TSV/CSV/JSONL file with a sentence-transformers model (its pooling "
       "and Normalize modules): one JSON line per data row, in order, {\"row\", \"embedding\"}. "
-      "Inputs are cut at the folder's max_seq_length unless --max-seq-len says otherwise. A "
+      "A row longer than the folder's max_seq_length (or --max-seq-len) is an error naming its "
+      "line unless --truncate cuts it, as TEI does. A "
       "row skipped by --skip-malformed gets a line {\"row\", \"line\", \"skipped\": why}.");
   add_inference_flags(*cmd, o->model);
   add_flags(*cmd,

@@ -177,7 +177,7 @@ void add_init_command(CLI::App& app) {
       "init",
       "Write a freshly initialised sequence (or, with --task token-classification, token) "
       "classifier as a Hugging Face model folder "
-      "(config.json, model.safetensors, vocab.txt, tokenizer files), initialised as "
+      "(config.json, model.safetensors, the tokenizer's files), initialised as "
       "transformers does: normal(0, initializer_range) weights, zero biases, unit LayerNorm, a "
       "zero [PAD] embedding.");
   add_flags(

@@ -276,7 +276,8 @@ void add_serve_command(CLI::App& app) {
        {"--max-client-batch-size", "Inputs in one request; more are refused with 413",
         &o->max_client_batch_size},
        {"--auto-truncate",
-        "Truncate inputs longer than max_position_embeddings unless a request says "
+        "Truncate inputs longer than the model takes (max_position_embeddings; an embedder's "
+        "max_seq_length) unless a request says "
         "\"truncate\": false (without it, such inputs are refused with 422 unless the request "
         "says \"truncate\": true)",
         &o->auto_truncate},

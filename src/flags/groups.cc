@@ -7,7 +7,7 @@ FlagTable model_flags(std::string& model_dir, std::string& revision) {
   return {
       {"--model",
        "Model: a folder in Hugging Face layout (config.json; model.safetensors, pytorch_model.bin "
-       "or either sharded behind its index; vocab.txt or tokenizer.json), or a Hugging Face Hub "
+       "or either sharded behind its index; the tokenizer's files), or a Hugging Face Hub "
        "repository id (org/name) that is not a folder here, downloaded into the Hugging Face "
        "cache",
        &model_dir, true},
@@ -136,7 +136,7 @@ FlagTable overwrite_flags(bool& overwrite) {
 
 FlagTable pooling_flags(std::optional<Pooling>& pooling) {
   return {{"--pooling",
-           "Serve the model as a sentence embedder with this pooling (TEI's --pooling): a plain "
+           "Use the model as a sentence embedder with this pooling (TEI's --pooling): a plain "
            "encoder's token vectors become the sentence's by cls, mean, max, mean_sqrt_len or "
            "last_token; a sentence-transformers folder's own Pooling module is overridden",
            choice_target(pooling, {{"cls", std::optional(Pooling::kCls)},
