@@ -63,7 +63,8 @@ std::string unused_arguments_message(const CLI::App& app, const std::vector<std:
 void build_app(CLI::App& app) {
   app.description(
       "bertfit: fine-tune BERT-family text encoders (DistilBERT, BERT, RoBERTa, XLM-R,\n"
-      "CamemBERT, ELECTRA, DeBERTa-v2/v3) on CPUs and run them. Models are Hugging Face\n"
+      "CamemBERT, ELECTRA, DeBERTa-v2/v3, ModernBERT) on CPUs and run them. Models are Hugging "
+      "Face\n"
       "folders (config.json; model.safetensors, pytorch_model.bin or either sharded; the\n"
       "tokenizer's vocab.txt, vocab.json + merges.txt, tokenizer.json, sentencepiece.bpe.model\n"
       "or spm.model) or Hub repository ids (org/name), downloaded into the Hugging Face cache\n"

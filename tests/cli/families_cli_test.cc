@@ -77,7 +77,8 @@ GoldenPairs golden_pairs(const std::string& model) {
 // predict, serve and the tokenizer agree with transformers on each family's golden batch; its
 // ids equal the batch's. (--max-seq-len the batch's T: truncated as transformers truncated it.)
 TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
-  for (const std::string model : {"roberta-tiny", "xlmr-tiny", "electra-tiny", "deberta-v3-tiny"}) {
+  for (const std::string model :
+       {"roberta-tiny", "xlmr-tiny", "electra-tiny", "deberta-v3-tiny", "modernbert-tiny"}) {
     SCOPED_TRACE(model);
     TempDir tmp;
     const GoldenPairs g = golden_pairs(model);
@@ -133,7 +134,8 @@ TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
 // (bf16 ~1e-2 and int8 ~1e-1 relative on logits; the golden models' probabilities are near 1/K,
 // so those are abs bounds of 3e-3 and 3e-2 on the probabilities here).
 TEST(FamiliesCli, ServeInBf16AndInt8AnswersAsPredict) {
-  for (const std::string model : {"roberta-tiny", "xlmr-tiny", "electra-tiny", "deberta-v3-tiny"}) {
+  for (const std::string model :
+       {"roberta-tiny", "xlmr-tiny", "electra-tiny", "deberta-v3-tiny", "modernbert-tiny"}) {
     SCOPED_TRACE(model);
     TempDir tmp;
     const GoldenPairs g = golden_pairs(model);
@@ -207,7 +209,8 @@ TEST(FamiliesCli, TrainedHeadOfAnotherSizeIsFoundUnderTheFamilysName) {
 // tokenizer gives the second text type 1 as BertTokenizer does, so its trajectory is not the one
 // of its texts (tests/golden/golden_test.cc holds it on the batch's own ids).
 TEST(FamiliesCli, TrajectoryFromAJsonlFileMatchesTransformers) {
-  for (const std::string model : {"roberta-tiny", "xlmr-tiny", "deberta-v3-tiny"}) {
+  for (const std::string model :
+       {"roberta-tiny", "xlmr-tiny", "deberta-v3-tiny", "modernbert-tiny"}) {
     SCOPED_TRACE(model);
     TempDir tmp;
     const std::string copy = tmp / "m";
@@ -216,6 +219,9 @@ TEST(FamiliesCli, TrajectoryFromAJsonlFileMatchesTransformers) {
     config["hidden_dropout_prob"] = config["attention_probs_dropout_prob"] = 0.0;
     config["classifier_dropout"] = 0.0;
     if (config.contains("pooler_dropout")) config["pooler_dropout"] = config["cls_dropout"] = 0.0;
+    if (config.contains("mlp_dropout")) {  // ModernBERT's four
+      config["mlp_dropout"] = config["attention_dropout"] = config["embedding_dropout"] = 0.0;
+    }
     write_text(copy + "/config.json", config.dump(2));
     const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
     std::string jsonl;
@@ -262,7 +268,8 @@ TEST(FamiliesCli, InspectNamesTheFamily) {
        {std::tuple{"roberta-tiny", "roberta", "RobertaForSequenceClassification"},
         std::tuple{"xlmr-tiny", "xlm-roberta", "XLMRobertaForSequenceClassification"},
         std::tuple{"electra-tiny", "electra", "ElectraForSequenceClassification"},
-        std::tuple{"deberta-v3-tiny", "deberta-v2", "DebertaV2ForSequenceClassification"}}) {
+        std::tuple{"deberta-v3-tiny", "deberta-v2", "DebertaV2ForSequenceClassification"},
+        std::tuple{"modernbert-tiny", "modernbert", "ModernBertForSequenceClassification"}}) {
     RunResult r = run_bertfit("inspect " + golden(model) + "/model");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(std::string("arch:          ") + type + " (" + cls + ")"),
@@ -273,7 +280,8 @@ TEST(FamiliesCli, InspectNamesTheFamily) {
 
 TEST(FamiliesCli, ConvertCarriesTheTokenizerFilesAndKeepsTheLogits) {
   TempDir tmp;
-  for (const std::string model : {"roberta-tiny", "xlmr-tiny", "deberta-v3-tiny"}) {
+  for (const std::string model :
+       {"roberta-tiny", "xlmr-tiny", "deberta-v3-tiny", "modernbert-tiny"}) {
     const std::string src = golden(model) + "/model", out = tmp / model;
     RunResult c = run_bertfit("convert " + src + " --output " + out);
     ASSERT_EQ(c.exit_code, 0) << c.err;
@@ -299,20 +307,22 @@ TEST(FamiliesCli, InitFromTheFamilysTokenizerThenTrain) {
   TempDir tmp;
   const std::string mrpc = shared_dir() + "/data/glue/MRPC";
   for (auto [arch, tok, min_vocab] :
-       {std::tuple{"roberta", "roberta-bpe", 30522}, std::tuple{"xlm-roberta", "spm", 30522},
-        std::tuple{"electra", "vocab/bert-base-uncased.txt", 30522},
-        std::tuple{"deberta-v2", "deberta-spm", 8001}}) {
+       {std::tuple{"roberta", "data/roberta-bpe", 30522},
+        std::tuple{"xlm-roberta", "data/spm", 30522},
+        std::tuple{"electra", "data/vocab/bert-base-uncased.txt", 30522},
+        std::tuple{"deberta-v2", "data/deberta-spm", 8001},
+        std::tuple{"modernbert", "golden/tokenizer-modernbert/tokenizer", 8003}}) {
     SCOPED_TRACE(arch);
     const std::string m = tmp / arch, out = tmp / (std::string(arch) + "-out");
     RunResult r = run_bertfit(std::string("init --arch ") + arch + " --output " + m + " --vocab " +
-                              shared_dir() + "/data/" + tok +
+                              shared_dir() + "/" + tok +
                               " --set num_hidden_layers=1 --set hidden_size=32 "
                               "--set num_attention_heads=2 --set intermediate_size=64 "
                               "--set max_position_embeddings=130");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json config = nlohmann::json::parse(read_text(m + "/config.json"));
     EXPECT_EQ(config["model_type"], arch);
-    EXPECT_GE(config["vocab_size"].get<int>(), min_vocab);  // 30522, 50000-odd, DeBERTa's 8001
+    EXPECT_GE(config["vocab_size"].get<int>(), min_vocab);  // 30522, 50000-odd, 8001, 8003
     RunResult t = run_bertfit("train --model " + m + " --output " + out + " --task mrpc --data " +
                               mrpc + " --max-steps 2 --batch-size 4 --max-seq-len 64");
     ASSERT_EQ(t.exit_code, 0) << t.err;

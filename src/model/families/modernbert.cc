@@ -103,7 +103,7 @@ const ModelFamily& modernbert_family() {
       .model_type = "modernbert",
       .model_class = "ModernBertForSequenceClassification",
       .tokenizer_class = "PreTrainedTokenizerFast",
-      .tokenizer = TokenizerKind::kByteLevelBpe,
+      .tokenizer = TokenizerKind::kFastByteLevelBpe,
       .base_prefix = "model.",
       .keys = {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "hidden_activation", "mlp_dropout", "attention_dropout"},
