@@ -197,8 +197,11 @@ void run(const ServeOptions& o) {
   }
   const int connections = max_connections(o.max_connections);
   const std::string weights = model_weights_path(folder);
-  serve::ServeInfo info{o.model_dir, std::filesystem::path(weights).filename().string(),
-                        hub::sha256_file_hex(weights), dtype_name(precision), BERTFIT_VERSION,
+  serve::ServeInfo info{o.model_dir,
+                        std::filesystem::path(weights).filename().string(),
+                        hub::sha256_file_hex(weights),
+                        dtype_name(precision),
+                        BERTFIT_VERSION,
                         o.served_model_name};
 
   serve::Engine engine(state, precision, o.max_batch_tokens);

@@ -55,8 +55,8 @@ class Metrics {
   // (family: "embed" or "predict"), and was answered in total seconds, of which tokenization,
   // queue and inference per input.
   void te_request(const std::string& family, std::size_t inputs);
-  void te_success(const std::string& family, std::size_t inputs, double total,
-                  double tokenization, double queue, double inference);
+  void te_success(const std::string& family, std::size_t inputs, double total, double tokenization,
+                  double queue, double inference);
 
   std::string render() const;
 

@@ -412,10 +412,10 @@ Encoding encode_token_ids(const Tokenizer& tokenizer, const std::vector<std::int
   if (ids.empty()) throw ApiError(400, "empty", "`inputs` cannot be empty");
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= tokenizer.vocab_size()) {
-      throw ApiError(422, "validation",
-                     cat("Input validation error: token id ", ids[i], " at position ", i,
-                         " is not in the model's vocabulary (ids 0 to ", tokenizer.vocab_size() - 1,
-                         ")"));
+      throw ApiError(
+          422, "validation",
+          cat("Input validation error: token id ", ids[i], " at position ", i,
+              " is not in the model's vocabulary (ids 0 to ", tokenizer.vocab_size() - 1, ")"));
     }
   }
   const std::size_t keep = std::min(ids.size(), static_cast<std::size_t>(max_len));

@@ -117,7 +117,8 @@ TEST(ServeProtocol, Utf8) {
 
 TEST(ServeProtocol, TruncationBothWays) {
   const WordPieceTokenizer& tok = tokenizer();
-  const TextInput pair{"one two three four five six", std::string("seven eight nine"), std::nullopt};
+  const TextInput pair{"one two three four five six", std::string("seven eight nine"),
+                       std::nullopt};
   // Right: exactly what the tokenizer's own encode (and `bertfit predict`) gives.
   Encoding right = encode_input(tok, pair, true, TruncationDirection::kRight, 8);
   EXPECT_EQ(right.input_ids, tok.encode(pair.a, *pair.b, 8).input_ids);

@@ -133,8 +133,7 @@ const std::vector<Route>& route_table() {
        ""},
       {"GET", "/metrics", RouteKind::kMetrics, false, "Prometheus metrics (bertfit_* and te_*)",
        ""},
-      {"GET", "/api-doc/openapi.json", RouteKind::kOpenApi, false,
-       "This OpenAPI 3 document", ""},
+      {"GET", "/api-doc/openapi.json", RouteKind::kOpenApi, false, "This OpenAPI 3 document", ""},
       {"GET", "/docs", RouteKind::kDocs, false, "An HTML page of the OpenAPI document", ""},
   };
   return table;
@@ -158,15 +157,16 @@ void Service::handle(HttpRequest req, Respond respond) {
       methods += (methods.empty() ? "" : " and ") + std::string(r.method);
     }
   }
-  const RouteKind kind =
-      route == nullptr ? RouteKind::kHealth
-      : route->kind == RouteKind::kModel ? model_route()
-                                         : route->kind;
+  const RouteKind kind = route == nullptr                   ? RouteKind::kHealth
+                         : route->kind == RouteKind::kModel ? model_route()
+                                                            : route->kind;
   // /metrics counts a request under its row's path; POST / and /invocations under the route
   // they resolve to.
   std::string label = route == nullptr ? (methods.empty() ? "other" : path) : route->path;
   if (route != nullptr && route->kind == RouteKind::kModel) {
-    label = kind == RouteKind::kEmbed ? "/embed" : kind == RouteKind::kRerank ? "/rerank" : "/predict";
+    label = kind == RouteKind::kEmbed    ? "/embed"
+            : kind == RouteKind::kRerank ? "/rerank"
+                                         : "/predict";
   }
   Metrics& metrics = metrics_;
   Respond finish = [&metrics, label, respond = std::move(respond)](HttpResponse r) {
@@ -183,10 +183,10 @@ void Service::handle(HttpRequest req, Respond respond) {
     if (methods.empty()) throw ApiError(404, "not_found", "no route " + path);
     // HEAD is GET without the body (which the connection leaves out).
     if (route == nullptr) {
-      throw ApiError(405, "method_not_allowed",
-                     cat(path, " accepts ", methods,
-                         methods.find("GET") != std::string::npos ? " (and HEAD)" : "", ", not ",
-                         req.method));
+      throw ApiError(
+          405, "method_not_allowed",
+          cat(path, " accepts ", methods,
+              methods.find("GET") != std::string::npos ? " (and HEAD)" : "", ", not ", req.method));
     }
     if (route->needs_key && !authorized(req)) {
       throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
@@ -460,7 +460,8 @@ void Service::rerank(const HttpRequest& req, Respond respond) {
   std::string lowered;  // a lowercasing model's query (Tokenizer::input_text)
   tokenizer_.tokenize_into(tokenizer_.input_text(request.query, lowered), query, nullptr);
   std::vector<TextInput> inputs;
-  for (const std::string& text : request.texts) inputs.push_back({request.query, text, std::nullopt});
+  for (const std::string& text : request.texts)
+    inputs.push_back({request.query, text, std::nullopt});
   auto texts = std::make_shared<std::vector<std::string>>(std::move(request.texts));
   const bool raw = request.raw_scores, with_text = request.return_text;
   submit(
@@ -552,7 +553,9 @@ HttpResponse Service::info() const {
          {{"pooling", pooling}, {"dimensions", model_head(config_).output_width(config_)}}}};
   } else {
     // TEI's ModelType: a one-output sequence classifier is a reranker.
-    model_type = {{tagger_ ? "token_classifier" : cross_encoder() ? "reranker" : "classifier",
+    model_type = {{tagger_           ? "token_classifier"
+                   : cross_encoder() ? "reranker"
+                                     : "classifier",
                    {{"id2label", id2label}, {"label2id", label2id}}}};
   }
   json j = {

@@ -20,18 +20,14 @@ json schemas() {
   const json ids = {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}};
   const json text_or_ids = {{"oneOf", {text, ids}}};
   // A text, one list of token ids, or a batch of both.
-  const json embed_input = {
-      {"oneOf", {text, ids, {{"type", "array"}, {"items", text_or_ids}}}}};
+  const json embed_input = {{"oneOf", {text, ids, {{"type", "array"}, {"items", text_or_ids}}}}};
   const json truncate = {{"type", "boolean"}, {"nullable", true}};
   const json direction = {{"type", "string"}, {"enum", {"right", "left"}}};
   const json prompt_name = {{"type", "string"}, {"nullable", true}};
   const json dimensions = {{"type", "integer"}, {"nullable", true}, {"minimum", 1}};
   const json texts = {{"type", "array"}, {"items", text}};
   json predict_input = {
-      {"oneOf",
-       {text,
-        texts,
-        {{"type", "array"}, {"items", {{"oneOf", {text, texts}}}}}}}};
+      {"oneOf", {text, texts, {{"type", "array"}, {"items", {{"oneOf", {text, texts}}}}}}}};
   json s = {
       {"ErrorResponse",
        {{"type", "object"},
@@ -111,7 +107,8 @@ json schemas() {
          {{"ids", {{"oneOf", {ids, {{"type", "array"}, {"items", ids}}}}}},
           {"skip_special_tokens", {{"type", "boolean"}, {"default", true}}}}}}},
   };
-  s["ModelRequest"] = {{"oneOf", {ref("EmbedRequest"), ref("RerankRequest"), ref("PredictRequest")}}};
+  s["ModelRequest"] = {
+      {"oneOf", {ref("EmbedRequest"), ref("RerankRequest"), ref("PredictRequest")}}};
   return s;
 }
 

@@ -69,10 +69,10 @@ TextInput Service::with_prompt(TextInput input, const std::string& prompt) const
     std::vector<std::int32_t> ids;
     for (std::int64_t id : *input.ids) {
       if (id >= tokenizer_.vocab_size()) {
-        throw ApiError(422, "validation",
-                       cat("Input validation error: token id ", id,
-                           " is not in the model's vocabulary (ids 0 to ",
-                           tokenizer_.vocab_size() - 1, ")"));
+        throw ApiError(
+            422, "validation",
+            cat("Input validation error: token id ", id,
+                " is not in the model's vocabulary (ids 0 to ", tokenizer_.vocab_size() - 1, ")"));
       }
       ids.push_back(static_cast<std::int32_t>(id));
     }
@@ -159,7 +159,8 @@ void Service::similarity(const HttpRequest& req, Respond respond) {
   SimilarityRequest request = decode_similarity_request(req.body, options_.max_client_batch_size);
   std::vector<TextInput> texts;
   texts.push_back({std::move(request.source), std::nullopt, std::nullopt});
-  for (std::string& s : request.sentences) texts.push_back({std::move(s), std::nullopt, std::nullopt});
+  for (std::string& s : request.sentences)
+    texts.push_back({std::move(s), std::nullopt, std::nullopt});
   // /embed's vectors (as TEI, not normalized again: the cosine does not depend on the norms).
   embed_texts(req, std::move(respond), std::move(texts), prompt_of(request.prompt_name),
               /*normalize=*/false, std::nullopt, request.truncate, request.direction,
