@@ -348,7 +348,7 @@ TEST(ServeClientsCli, OpenApiDocumentIsTheRouteTable) {
   EXPECT_EQ(client.post("/ping", "{}").status, 405);
   const HttpReply docs = client.get("/docs");
   ASSERT_EQ(docs.status, 200);
-  EXPECT_EQ(docs.headers["content-type"], "text/html; charset=utf-8");
+  EXPECT_EQ(docs.headers.at("content-type"), "text/html; charset=utf-8");
   for (const auto& [method, path] : documented) {
     EXPECT_NE(docs.body.find("<code>" + path + "</code>"), std::string::npos) << path;
   }
