@@ -11,6 +11,7 @@
 // Tolerances as tests/cli/forward_cli_test.cc argues them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -107,7 +108,13 @@ std::vector<float> golden_rows_of(const std::vector<float>& v, const Safetensors
 // The golden name of our tensor: its base-model name (without the family's prefix, e.g. bert.);
 // a Dense module's tensors keep their module folder ("2_Dense.linear.weight").
 std::string golden_base(const std::string& name) {
-  return name.find("_Dense.") != std::string::npos ? name : name.substr(name.find('.') + 1);
+  // A Dense module's own names; base-model names (embeddings.*, encoder.*, pooler.*) as they
+  // are; else without the family's prefix ("bert.").
+  if (name.find("_Dense.") != std::string::npos) return name;
+  for (const char* base : {"embeddings.", "encoder.", "pooler."}) {
+    if (name.starts_with(base)) return name;
+  }
+  return name.substr(name.find('.') + 1);
 }
 
 // Our tensor `name` against golden `prefix` + golden_base(name); a golden tensor stored for some
@@ -318,6 +325,19 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
     ++compared;
   }
   EXPECT_GT(compared, 30);
+  // Every tensor of the source's weights under its own name, none added (issue 46): the
+  // pooler and integer buffers (position_ids) too, so the folder round-trips.
+  auto names_of = [](const std::string& folder) {
+    const bool bin = fs::exists(folder + "/pytorch_model.bin");
+    const Checkpoint c =
+        Checkpoint::open(folder + (bin ? "/pytorch_model.bin" : "/model.safetensors"),
+                         bin ? CheckpointFormat::kPytorch : CheckpointFormat::kSafetensors);
+    std::vector<std::string> names;
+    for (const auto& t : c.tensors()) names.push_back(t.name + " " + t.shape.str());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(names_of(tmp / "out"), names_of(dir + "/model"));
   // A sentence-transformers folder with the source's modules, which embed runs.
   for (const char* f : {"modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
                         "config_sentence_transformers.json"}) {
