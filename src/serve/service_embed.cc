@@ -95,7 +95,7 @@ void Service::embed(const HttpRequest& req, Respond respond) {
 }
 
 void Service::openai_embed(const HttpRequest& req, Respond respond) {
-  require_embedder("/v1/embeddings");
+  require_embedder(req.target.substr(0, req.target.find('?')).c_str());  // or /embeddings
   OpenAiEmbedRequest request =
       decode_openai_embed_request(req.body, options_.max_client_batch_size);
   // As TEI: the answer names the served model whatever the request's `model` says.

@@ -180,7 +180,8 @@ TEST(ServeClientsCli, TokenIdInputs) {
   HttpReply r = client.post("/tokenize", R"({"inputs": "Hello, world!"})");
   ASSERT_EQ(r.status, 200) << r.body;
   std::vector<int> ids;
-  for (const json& t : json::parse(r.body)[0]) ids.push_back(t["id"]);
+  const json tokens = json::parse(r.body);
+  for (const json& t : tokens[0]) ids.push_back(t["id"]);
   ASSERT_EQ(ids, (std::vector<int>{101, 7592, 1010, 2088, 999, 102}));
   const HttpReply text = client.post("/embed", R"({"inputs": "Hello, world!"})");
   ASSERT_EQ(text.status, 200) << text.body;
@@ -344,7 +345,7 @@ TEST(ServeClientsCli, OpenApiDocumentIsTheRouteTable) {
                                                              {"get", "/docs"}};
   EXPECT_EQ(documented, tei);
   EXPECT_EQ(client.get("/nothing", {"Authorization: Bearer k3y"}).status, 404);
-  EXPECT_EQ(client.request("PUT", "/embed", "{}", {"Authorization: Bearer k3y"}).status, 405);
+  EXPECT_EQ(client.request("PUT", "/embed", "", {"Authorization: Bearer k3y"}).status, 405);
   EXPECT_EQ(client.post("/ping", "{}").status, 405);
   const HttpReply docs = client.get("/docs");
   ASSERT_EQ(docs.status, 200);
