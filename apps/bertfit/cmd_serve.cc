@@ -60,6 +60,7 @@ struct ServeOptions {
   std::string api_key_file;
   bool api_key_given = false;  // --api-key was on the command line (even empty)
   std::int64_t max_answer_bytes = std::int64_t{32} << 20;
+  std::string served_model_name;  // empty: --model as given
 };
 
 // Seconds that a timer can hold: finite, positive, at most a year.
@@ -196,8 +197,12 @@ void run(const ServeOptions& o) {
   }
   const int connections = max_connections(o.max_connections);
   const std::string weights = model_weights_path(folder);
-  serve::ServeInfo info{o.model_dir, std::filesystem::path(weights).filename().string(),
-                        hub::sha256_file_hex(weights), dtype_name(precision), BERTFIT_VERSION};
+  serve::ServeInfo info{o.model_dir,
+                        std::filesystem::path(weights).filename().string(),
+                        hub::sha256_file_hex(weights),
+                        dtype_name(precision),
+                        BERTFIT_VERSION,
+                        o.served_model_name};
 
   serve::Engine engine(state, precision, o.max_batch_tokens);
   serve::Metrics metrics;
@@ -246,8 +251,10 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve a model over HTTP with Hugging Face text-embeddings-inference's routes: POST "
-      "/predict (also / and /invocations), /embed, /embed_all, /similarity, /v1/embeddings, "
-      "/rerank, /tokenize and /decode, GET /health, /info and /metrics. A sequence classifier "
+      "/predict, /embed, /embed_all, /embed_sparse, /similarity, /v1/embeddings (and "
+      "/embeddings), /rerank, /tokenize and /decode, POST / and /invocations (the model's own "
+      "route: /embed, /rerank or /predict, as TEI routes them), GET /health (also / and /ping), "
+      "/info, /metrics, /api-doc/openapi.json and /docs. A sequence classifier "
       "answers each input's label scores (TEI's answer; a one-output one also /rerank); a token "
       "classifier each text's entities with character offsets (the Hub's token-classification "
       "answer; `aggregation_strategy` in the request, default simple); a sentence-transformers "
@@ -302,6 +309,10 @@ void add_serve_command(CLI::App& app) {
         "Bytes of the largest answer; a request whose answer would be larger is refused with 413 "
         "(before any work when the size is known in advance, as for /embed_all)",
         &o->max_answer_bytes},
+       {"--served-model-name",
+        "The model's name in /info (served_model_name) and in the `model` of /v1/embeddings' "
+        "answers, as TEI's flag; default: --model as given",
+        &o->served_model_name},
        {"--tokenization-workers", "Connection threads, which also tokenize; 0: one per core",
         &o->tokenization_workers},
        {"--read-timeout",

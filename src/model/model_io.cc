@@ -352,6 +352,16 @@ ModelState load_model(const std::string& dir, const LoadOptions& options) {
     load_dense_tensors(*state.sentence_transformer, state.layout, state.params.data());
   }
   say_new_head(match, state.config, state.layout, dir);
+  if (state.sentence_transformer) {
+    // Kept as named and as read (ModelState::kept), for save_model.
+    state.base_model_names = match.base_model_names;
+    const std::set<std::string> used(match.names.begin(), match.names.end());
+    for (const auto& t : checkpoint.tensors()) {
+      if (used.count(t.name)) continue;
+      state.kept.push_back(
+          {t.name, t.dtype, t.shape, std::vector<std::byte>(t.bytes.begin(), t.bytes.end())});
+    }
+  }
   if (st_model) {
     // sentence-transformers' Transformer module loads the base model and never reads the
     // pooler (nor a pre-training head the file may still hold): not worth a warning.
@@ -379,9 +389,16 @@ namespace {
 // The Dense modules' tensors go to their own folders (write_dense_weights).
 void write_weights(const std::string& dir, const ModelState& state) {
   std::vector<TensorToWrite> tensors;
+  const std::string prefix = state.config.family->base_prefix;
   for (const ParamEntry& e : state.layout.entries()) {
     if (is_dense_role(e.role)) continue;
-    tensors.push_back({e.name, SafetensorsDType::kF32, e.shape, state.params.data() + e.offset});
+    // A folder whose names had no prefix is written without it (ModelState::base_model_names).
+    const bool strip = state.base_model_names && starts_with(e.name, prefix);
+    tensors.push_back({strip ? e.name.substr(prefix.size()) : e.name, SafetensorsDType::kF32,
+                       e.shape, state.params.data() + e.offset});
+  }
+  for (const ModelState::KeptTensor& t : state.kept) {
+    tensors.push_back({t.name, t.dtype, t.shape, t.bytes.data()});
   }
   write_safetensors(join_path(dir, "model.safetensors"), tensors);
 }

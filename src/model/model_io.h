@@ -26,6 +26,19 @@ struct ModelState {
   // The folder's sentence-transformers modules (an embedding model, ModelConfig::pooling), when
   // it has a modules.json.
   std::optional<SentenceTransformerSpec> sentence_transformer;
+  // A sentence-transformers embedder keeps its folder's weights as they were named (issue 46):
+  // base_model_names when they lack the family's prefix ("bert.", as the Transformer module
+  // saves them), and `kept`, every tensor of the file its layout does not use (BERT's
+  // pooler.dense.*, buffers such as embeddings.position_ids), read as they were; save_model
+  // writes both back, so the folder round-trips tensor for tensor.
+  struct KeptTensor {
+    std::string name;
+    SafetensorsDType dtype;
+    Shape shape;
+    std::vector<std::byte> bytes;
+  };
+  bool base_model_names = false;
+  std::vector<KeptTensor> kept;
 
   ModelState() : layout(config) {}
   explicit ModelState(const ModelConfig& c) : config(c), layout(config), params(layout.total()) {}

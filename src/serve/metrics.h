@@ -2,6 +2,12 @@
 // requests by route and status, the time each input spent being tokenized, queued and computed,
 // whole-request time, batch sizes (sequences and real tokens per batch) and input lengths, and
 // every refusal or timeout by reason and status (0: the connection was closed without an answer).
+// Beside them, under TEI 1.9's names and buckets (so TEI's dashboards read bertfit): requests
+// te_request_count / _success by method (single: one input, batch: more), te_request_failure by
+// err (the refusal's reason), te_request_duration and its tokenization / queue / inference parts
+// per request, te_embed_* and te_predict_* (count, success, durations) per input of the
+// embedding and the classifier routes, te_request_input_length, te_batch_next_size and
+// te_batch_next_tokens per batch, te_queue_size.
 // Thread-safe; one mutex, taken briefly per observation.
 #pragma once
 
@@ -45,6 +51,12 @@ class Metrics {
   void request_duration(double seconds);   // per answered /predict request
   void set_queue_size(std::int64_t sequences);
   void set_in_flight(std::int64_t requests);
+  // TEI's per-request series: a model route's request of `inputs` inputs was admitted
+  // (family: "embed" or "predict"), and was answered in total seconds, of which tokenization,
+  // queue and inference per input.
+  void te_request(const std::string& family, std::size_t inputs);
+  void te_success(const std::string& family, std::size_t inputs, double total, double tokenization,
+                  double queue, double inference);
 
   std::string render() const;
 
@@ -53,6 +65,11 @@ class Metrics {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_, rejections_;
   Histogram tokenization_, queue_, inference_, request_, batch_size_, batch_tokens_, input_tokens_;
   std::int64_t queue_size_ = 0, in_flight_ = 0;
+  // TEI's series: counters by label value, histograms by name.
+  std::map<std::string, std::uint64_t> te_count_, te_success_, te_failure_, te_family_count_,
+      te_family_success_;
+  std::map<std::string, Histogram> te_histograms_;
+  Histogram& te_histogram(const std::string& name);
 };
 
 }  // namespace bertfit::serve

@@ -118,12 +118,56 @@ std::vector<std::string> texts_at(const json& j, const char* key, int max_client
   return texts;
 }
 
+// A JSON list of token ids as TEI's Vec<u32> reads it (400 for anything else).
+std::vector<std::int64_t> id_list(const json& list, const char* key) {
+  std::vector<std::int64_t> out;
+  out.reserve(list.size());
+  for (const json& id : list) {
+    if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0xFFFFFFFFu) {
+      bad_request(cat("`", key,
+                      "` token ids must be integers from 0 to 4294967295 (a list of ids is one "
+                      "input; a batch is a list of texts and id lists)"));
+    }
+    out.push_back(static_cast<std::int64_t>(id.get<std::uint64_t>()));
+  }
+  return out;
+}
+
+// An embedding route's inputs under `key`: a text, one list of token ids, or a non-empty batch
+// of texts and id lists (TEI's untagged Input: a list of integers is one input).
+std::vector<TextInput> embed_inputs_at(const json& j, const char* key, int max_client_batch_size) {
+  auto inputs = j.find(key);
+  if (inputs == j.end()) bad_request(cat("missing field `", key, "`"));
+  std::vector<TextInput> out;
+  const char* shape = "` must be a text, a list of token ids, or a list of texts and id lists";
+  if (inputs->is_string()) {
+    out.push_back({inputs->get<std::string>(), std::nullopt, std::nullopt});
+  } else if (inputs->is_array() && !inputs->empty() && inputs->front().is_number()) {
+    out.push_back({"", std::nullopt, id_list(*inputs, key)});
+  } else if (inputs->is_array()) {
+    check_batch_size(inputs->size(), max_client_batch_size, key);
+    out.reserve(inputs->size());
+    for (const json& t : *inputs) {
+      if (t.is_string()) {
+        out.push_back({t.get<std::string>(), std::nullopt, std::nullopt});
+      } else if (t.is_array()) {
+        out.push_back({"", std::nullopt, id_list(t, key)});
+      } else {
+        bad_request(cat("`", key, shape));
+      }
+    }
+  } else {
+    bad_request(cat("`", key, shape));
+  }
+  return out;
+}
+
 // One element of a batch: "text", ["text"] or ["a", "b"].
 TextInput sequence(const json& j, std::size_t index) {
-  if (j.is_string()) return {j.get<std::string>(), std::nullopt};
+  if (j.is_string()) return {j.get<std::string>(), std::nullopt, std::nullopt};
   if (j.is_array() && (j.size() == 1 || j.size() == 2) &&
       std::all_of(j.begin(), j.end(), [](const json& t) { return t.is_string(); })) {
-    TextInput in{j[0].get<std::string>(), std::nullopt};
+    TextInput in{j[0].get<std::string>(), std::nullopt, std::nullopt};
     if (j.size() == 2) in.b = j[1].get<std::string>();
     return in;
   }
@@ -160,12 +204,12 @@ PredictRequest decode_predict_request(std::string_view body, int max_client_batc
   auto inputs = j.find("inputs");
   if (inputs == j.end()) bad_request("missing field `inputs`");
   if (inputs->is_string()) {
-    r.inputs.push_back({inputs->get<std::string>(), std::nullopt});
+    r.inputs.push_back({inputs->get<std::string>(), std::nullopt, std::nullopt});
   } else if (inputs->is_array()) {
     const json& list = *inputs;
     if (shape == InputShape::kTextsOrPairs && list.size() == 2 && list[0].is_string() &&
         list[1].is_string()) {
-      r.inputs.push_back({list[0].get<std::string>(), list[1].get<std::string>()});
+      r.inputs.push_back({list[0].get<std::string>(), list[1].get<std::string>(), std::nullopt});
     } else {
       check_batch_size(list.size(), max_client_batch_size);
       r.batch = true;
@@ -201,7 +245,7 @@ PredictRequest decode_predict_request(std::string_view body, int max_client_batc
 EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   EmbedRequest r;
-  r.inputs = texts_at(j, "inputs", max_client_batch_size);
+  r.inputs = embed_inputs_at(j, "inputs", max_client_batch_size);
   r.normalize = optional_bool(j, "normalize").value_or(true);
   r.truncate = optional_bool(j, "truncate");
   r.direction = direction_of(j);
@@ -213,7 +257,7 @@ EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_si
 EmbedAllRequest decode_embed_all_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   EmbedAllRequest r;
-  r.inputs = texts_at(j, "inputs", max_client_batch_size);
+  r.inputs = embed_inputs_at(j, "inputs", max_client_batch_size);
   r.truncate = optional_bool(j, "truncate");
   r.direction = direction_of(j);
   r.prompt_name = optional_string(j, "prompt_name");
@@ -259,31 +303,19 @@ DecodeRequest decode_decode_request(std::string_view body, int max_client_batch_
   DecodeRequest r;
   auto ids = j.find("ids");
   if (ids == j.end()) bad_request("missing field `ids`");
-  auto id_list = [](const json& list) {
-    std::vector<std::int64_t> out;
-    for (const json& id : list) {
-      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > 0xFFFFFFFFu) {
-        bad_request(
-            "`ids` must be a list of token ids (integers from 0 to 4294967295) or a "
-            "list of such lists");
-      }
-      out.push_back(static_cast<std::int64_t>(id.get<std::uint64_t>()));
-    }
-    return out;
-  };
   if (!ids->is_array()) {
     bad_request("`ids` must be a list of token ids or a list of such lists");
   }
   // As TEI's untagged InputIds: a list of ids first (so [] is one empty list), then a batch.
   if (ids->empty() || !ids->front().is_array()) {
-    r.ids.push_back(id_list(*ids));
+    r.ids.push_back(id_list(*ids, "ids"));
   } else {
     check_batch_size(ids->size(), max_client_batch_size, "ids");
     for (const json& list : *ids) {
       if (!list.is_array()) {
         bad_request("`ids` must be a list of token ids or a list of such lists");
       }
-      r.ids.push_back(id_list(list));
+      r.ids.push_back(id_list(list, "ids"));
     }
   }
   r.skip_special_tokens = optional_bool(j, "skip_special_tokens").value_or(true);
@@ -293,7 +325,7 @@ DecodeRequest decode_decode_request(std::string_view body, int max_client_batch_
 OpenAiEmbedRequest decode_openai_embed_request(std::string_view body, int max_client_batch_size) {
   const json j = parse_body(body);
   OpenAiEmbedRequest r;
-  r.inputs = texts_at(j, "input", max_client_batch_size);
+  r.inputs = embed_inputs_at(j, "input", max_client_batch_size);
   r.model = optional_string(j, "model").value_or("");
   const std::string format = optional_string(j, "encoding_format").value_or("float");
   if (format != "float" && format != "base64") {
@@ -374,10 +406,42 @@ Encoding encode_tokens(const Tokenizer& tokenizer, std::vector<std::int32_t> a,
                               b ? &b_offsets : nullptr);
 }
 
+// The client's token ids as the model's input, checked and cut as encode_tokens does.
+Encoding encode_token_ids(const Tokenizer& tokenizer, const std::vector<std::int64_t>& ids,
+                          bool truncate, TruncationDirection direction, int max_len) {
+  if (ids.empty()) throw ApiError(400, "empty", "`inputs` cannot be empty");
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= tokenizer.vocab_size()) {
+      throw ApiError(
+          422, "validation",
+          cat("Input validation error: token id ", ids[i], " at position ", i,
+              " is not in the model's vocabulary (ids 0 to ", tokenizer.vocab_size() - 1, ")"));
+    }
+  }
+  const std::size_t keep = std::min(ids.size(), static_cast<std::size_t>(max_len));
+  if (keep < ids.size() && !truncate) {
+    throw ApiError(422, "validation",
+                   cat("Input validation error: `inputs` must have less than ", max_len,
+                       " tokens. Given: ", ids.size()));
+  }
+  Encoding e;
+  const auto first = direction == TruncationDirection::kRight
+                         ? ids.begin()
+                         : ids.end() - static_cast<std::ptrdiff_t>(keep);
+  for (auto it = first; it != first + static_cast<std::ptrdiff_t>(keep); ++it) {
+    e.input_ids.push_back(static_cast<std::int32_t>(*it));
+  }
+  e.token_type_ids.assign(keep, 0);
+  e.attention_mask.assign(keep, 1);
+  e.truncated_tokens = static_cast<std::int64_t>(ids.size() - keep);
+  return e;
+}
+
 }  // namespace
 
 Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
                       TruncationDirection direction, int max_len, bool with_offsets) {
+  if (input.ids) return encode_token_ids(tokenizer, *input.ids, truncate, direction, max_len);
   std::vector<std::int32_t> a;
   std::vector<TokenOffset> a_offsets, b_offsets;
   std::string a_lowered, b_lowered;  // a lowercasing model's texts (Tokenizer::input_text)

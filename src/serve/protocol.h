@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
@@ -44,10 +45,17 @@ std::string error_body(const std::string& type, const std::string& message);
 // U+10FFFF).
 bool valid_utf8(std::string_view text);
 
-// One input: a text, or a pair of texts (a sentence pair, encoded [CLS] a [SEP] b [SEP]).
+// One input: a text, or a pair of texts (a sentence pair, encoded [CLS] a [SEP] b [SEP]), or
+// (the embedding routes, as TEI's InputType::Ids) the model's token ids as sent: the encoding
+// is those ids verbatim (special tokens are the client's), type 0 throughout.
 struct TextInput {
+  TextInput() = default;
+  TextInput(std::string text, std::optional<std::string> pair = std::nullopt,
+            std::optional<std::vector<std::int64_t>> token_ids = std::nullopt)
+      : a(std::move(text)), b(std::move(pair)), ids(std::move(token_ids)) {}
   std::string a;
   std::optional<std::string> b;
+  std::optional<std::vector<std::int64_t>> ids;
 };
 
 enum class TruncationDirection { kRight, kLeft };
@@ -78,11 +86,14 @@ struct PredictRequest {
 PredictRequest decode_predict_request(std::string_view body, int max_client_batch_size,
                                       InputShape shape = InputShape::kTextsOrPairs);
 
+// The embedding routes' inputs (as TEI's untagged Input of InputType): a text, a list of token
+// ids (one input: [101, 7592, 102]), or a list of texts and id lists (a batch). Each id must
+// be an integer in [0, 2^32) (400 otherwise; encode_input checks it against the vocabulary).
 // POST /embed: {"inputs": "text" | ["text", ...], "normalize": bool (true), "truncate":
 // bool|null, "truncation_direction", "prompt_name": "name"|null, "dimensions": int|null}; the
 // answer is always a list of vectors. Same errors as decode_predict_request.
 struct EmbedRequest {
-  std::vector<std::string> inputs;
+  std::vector<TextInput> inputs;
   bool normalize = true;
   std::optional<bool> truncate;
   TruncationDirection direction = TruncationDirection::kRight;
@@ -95,7 +106,7 @@ EmbedRequest decode_embed_request(std::string_view body, int max_client_batch_si
 // "truncation_direction", "prompt_name": "name"|null}; the answer is, per input, every token's
 // vector. Same errors as decode_predict_request.
 struct EmbedAllRequest {
-  std::vector<std::string> inputs;
+  std::vector<TextInput> inputs;
   std::optional<bool> truncate;
   TruncationDirection direction = TruncationDirection::kRight;
   std::optional<std::string> prompt_name;
@@ -126,10 +137,11 @@ struct DecodeRequest {
 };
 DecodeRequest decode_decode_request(std::string_view body, int max_client_batch_size);
 
-// POST /v1/embeddings, OpenAI's form (which TEI serves too): {"input": "text" | ["text", ...],
-// "model": "name" (echoed), "encoding_format": "float" | "base64", "dimensions": int|null}.
+// POST /v1/embeddings (and /embeddings), OpenAI's form (which TEI serves too): {"input": "text"
+// | ["text", ...] | [id, ...] | [[id, ...], ...], "model": "name" (the answer names the served
+// model, as TEI), "encoding_format": "float" | "base64", "dimensions": int|null}.
 struct OpenAiEmbedRequest {
-  std::vector<std::string> inputs;
+  std::vector<TextInput> inputs;
   std::string model;
   bool base64 = false;  // each vector as base64 of its little-endian float32 bytes
   std::optional<int> dimensions;
@@ -161,7 +173,9 @@ TokenizeRequest decode_tokenize_request(std::string_view body, int max_client_ba
 // Longer inputs are cut with Hugging Face's longest_first rule (one token at a time from the
 // longer text, from b on ties) at the end of each text (kRight, what `bertfit predict` does) or at
 // its start (kLeft) when truncate is set, and refused otherwise (ApiError 422). with_offsets:
-// the encoding's offsets (each token's bytes in its text) are filled.
+// the encoding's offsets (each token's bytes in its text) are filled. Token ids (input.ids) are
+// taken as they are, cut to max_len the same way (422 past it without truncate); an id outside
+// the tokenizer's vocabulary is a 422 naming it, an empty list a 400 ("empty").
 Encoding encode_input(const Tokenizer& tokenizer, const TextInput& input, bool truncate,
                       TruncationDirection direction, int max_len, bool with_offsets = false);
 // encode_input of the pair (a, b) whose first text is already tokenized (a: its tokens, from

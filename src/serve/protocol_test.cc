@@ -117,7 +117,8 @@ TEST(ServeProtocol, Utf8) {
 
 TEST(ServeProtocol, TruncationBothWays) {
   const WordPieceTokenizer& tok = tokenizer();
-  const TextInput pair{"one two three four five six", std::string("seven eight nine")};
+  const TextInput pair{"one two three four five six", std::string("seven eight nine"),
+                       std::nullopt};
   // Right: exactly what the tokenizer's own encode (and `bertfit predict`) gives.
   Encoding right = encode_input(tok, pair, true, TruncationDirection::kRight, 8);
   EXPECT_EQ(right.input_ids, tok.encode(pair.a, *pair.b, 8).input_ids);
@@ -187,7 +188,7 @@ TEST(ServeProtocol, TextsOnlyAndAggregationStrategy) {
 // With offsets, each kept token keeps its bytes in its own text, cut with the ids either way.
 TEST(ServeProtocol, OffsetsFollowTruncation) {
   const WordPieceTokenizer& tok = tokenizer();
-  const TextInput text{"one two three four five", std::nullopt};
+  const TextInput text{"one two three four five", std::nullopt, std::nullopt};
   const Encoding full = tok.encode(text.a, std::nullopt, 100, /*with_offsets=*/true);
   ASSERT_EQ(full.offsets.size(), 7u);
   Encoding untouched = encode_input(tok, text, false, TruncationDirection::kRight, 100, true);
@@ -217,7 +218,10 @@ TEST(ServeProtocol, EmbedAllSimilarityDecode) {
       R"({"inputs": ["a", "b"], "truncate": true, "truncation_direction": "left",
           "prompt_name": "q"})",
       32);
-  EXPECT_EQ(e.inputs, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(e.inputs.size(), 2u);
+  EXPECT_EQ(e.inputs[0].a, "a");
+  EXPECT_EQ(e.inputs[1].a, "b");
+  EXPECT_FALSE(e.inputs[0].ids);
   EXPECT_EQ(e.truncate, true);
   EXPECT_EQ(e.direction, TruncationDirection::kLeft);
   EXPECT_EQ(e.prompt_name, "q");
@@ -266,6 +270,70 @@ TEST(ServeProtocol, EmbedAllSimilarityDecode) {
   for (const char* bad : {R"({"ids": [-1]})", R"({"ids": [4294967296]})", R"({"ids": [[1], 2]})",
                           R"({"ids": [1, [2]]})", R"({"ids": {}})", R"({})"}) {
     EXPECT_EQ(status(decode, bad), 400) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace bertfit::serve
+
+namespace bertfit::serve {
+namespace {
+
+// Token-id inputs as TEI's untagged Input reads them: a list of integers is one input, a list of
+// texts and id lists a batch; ids are the encoding verbatim, checked against the vocabulary and
+// cut (or refused) at the length limit.
+TEST(ServeProtocol, TokenIdInputs) {
+  const EmbedRequest one = decode_embed_request(R"({"inputs": [2, 5, 3]})", 2);
+  ASSERT_EQ(one.inputs.size(), 1u);  // one input, though longer than the batch limit
+  EXPECT_EQ(one.inputs[0].ids, (std::vector<std::int64_t>{2, 5, 3}));
+  const OpenAiEmbedRequest mixed = decode_openai_embed_request(R"({"input": [[2, 3], "x"]})", 2);
+  ASSERT_EQ(mixed.inputs.size(), 2u);
+  EXPECT_EQ(mixed.inputs[0].ids, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(mixed.inputs[1].a, "x");
+  auto status_of = [](const char* body) {
+    try {
+      decode_embed_request(body, 2);
+    } catch (const ApiError& e) {
+      return e.status();
+    }
+    return 200;
+  };
+  EXPECT_EQ(status_of(R"({"inputs": [[1], [2], [3]]})"), 413);
+  EXPECT_EQ(status_of(R"({"inputs": [1, -2]})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": [1, 2.5]})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": [4294967296]})"), 400);
+  EXPECT_EQ(status_of(R"({"inputs": [[1], 2]})"), 400);
+
+  const WordPieceTokenizer& tok = tokenizer();
+  const int V = tok.vocab_size();
+  TextInput ids{"", std::nullopt, std::vector<std::int64_t>{2, 7, 8, 9, 3}};
+  Encoding e = encode_input(tok, ids, false, TruncationDirection::kRight, 8);
+  EXPECT_EQ(e.input_ids, (std::vector<std::int32_t>{2, 7, 8, 9, 3}));
+  EXPECT_EQ(e.token_type_ids, (std::vector<std::int32_t>(5, 0)));
+  e = encode_input(tok, ids, true, TruncationDirection::kLeft, 3);
+  EXPECT_EQ(e.input_ids, (std::vector<std::int32_t>{8, 9, 3}));
+  EXPECT_EQ(e.truncated_tokens, 2);
+  try {
+    encode_input(tok, ids, false, TruncationDirection::kRight, 4);
+    ADD_FAILURE() << "a 5-id input past 4 tokens was accepted";
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status(), 422);
+    EXPECT_NE(std::string(err.what()).find("Given: 5"), std::string::npos) << err.what();
+  }
+  ids.ids = std::vector<std::int64_t>{2, V, 3};
+  try {
+    encode_input(tok, ids, true, TruncationDirection::kRight, 8);
+    ADD_FAILURE() << "an id past the vocabulary was accepted";
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status(), 422);
+    EXPECT_NE(std::string(err.what()).find(std::to_string(V)), std::string::npos) << err.what();
+  }
+  ids.ids = std::vector<std::int64_t>{};
+  try {
+    encode_input(tok, ids, true, TruncationDirection::kRight, 8);
+    ADD_FAILURE() << "an empty id list was accepted";
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status(), 400);
   }
 }
 

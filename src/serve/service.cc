@@ -95,18 +95,82 @@ bool Service::authorized(const HttpRequest& req) const {
   return equal_constant_time(std::string(key), options_.api_key) && scheme;
 }
 
+const std::vector<Route>& route_table() {
+  static const std::vector<Route> table = {
+      {"POST", "/predict", RouteKind::kPredict, true,
+       "A sequence classifier's label scores per input, or a token classifier's entities",
+       "PredictRequest"},
+      {"POST", "/", RouteKind::kModel, true,
+       "The model's route: /embed for an embedding model, /rerank for a one-output classifier "
+       "(a reranker), /predict for any other classifier",
+       "ModelRequest"},
+      {"POST", "/invocations", RouteKind::kModel, true, "As POST /", "ModelRequest"},
+      {"POST", "/embed", RouteKind::kEmbed, true, "An embedding model's vector per input",
+       "EmbedRequest"},
+      {"POST", "/embed_all", RouteKind::kEmbedAll, true,
+       "An embedding model's last-layer vector at every token of each input", "EmbedAllRequest"},
+      {"POST", "/embed_sparse", RouteKind::kEmbedSparse, true,
+       "Sparse (SPLADE) embeddings: 424 for a dense model (bertfit serves no SPLADE model)",
+       "EmbedAllRequest"},
+      {"POST", "/similarity", RouteKind::kSimilarity, true,
+       "Cosine similarity of a source sentence's embedding with each sentence's",
+       "SimilarityRequest"},
+      {"POST", "/v1/embeddings", RouteKind::kOpenAiEmbed, true,
+       "OpenAI's embeddings route (float or base64)", "OpenAiEmbedRequest"},
+      {"POST", "/embeddings", RouteKind::kOpenAiEmbed, true, "As POST /v1/embeddings",
+       "OpenAiEmbedRequest"},
+      {"POST", "/rerank", RouteKind::kRerank, true,
+       "A one-output classifier's score of (query, text) per text, best first", "RerankRequest"},
+      {"POST", "/tokenize", RouteKind::kTokenize, true, "The model's tokens per input",
+       "TokenizeRequest"},
+      {"POST", "/decode", RouteKind::kDecode, true, "The text of each list of token ids",
+       "DecodeRequest"},
+      {"GET", "/health", RouteKind::kHealth, false,
+       "200 while the model's worker runs and its last batch did not fail", ""},
+      {"GET", "/", RouteKind::kHealth, false, "As GET /health", ""},
+      {"GET", "/ping", RouteKind::kHealth, false, "As GET /health", ""},
+      {"GET", "/info", RouteKind::kInfo, true, "The model, its task and routes, and the limits",
+       ""},
+      {"GET", "/metrics", RouteKind::kMetrics, false, "Prometheus metrics (bertfit_* and te_*)",
+       ""},
+      {"GET", "/api-doc/openapi.json", RouteKind::kOpenApi, false, "This OpenAPI 3 document", ""},
+      {"GET", "/docs", RouteKind::kDocs, false, "An HTML page of the OpenAPI document", ""},
+  };
+  return table;
+}
+
+RouteKind Service::model_route() const {
+  if (embedder_) return RouteKind::kEmbed;
+  return cross_encoder() ? RouteKind::kRerank : RouteKind::kPredict;
+}
+
 void Service::handle(HttpRequest req, Respond respond) {
   const std::string path = path_of(req.target);
-  const bool is_predict = path == "/predict" || path == "/" || path == "/invocations";
-  const bool post = is_predict || path == "/embed" || path == "/embed_all" ||
-                    path == "/similarity" || path == "/v1/embeddings" || path == "/rerank" ||
-                    path == "/tokenize" || path == "/decode";
-  const bool known = post || path == "/health" || path == "/info" || path == "/metrics";
-  const std::string route =
-      known ? (path == "/" || path == "/invocations" ? "/predict" : path) : "other";
+  // The row of this method and path; else whether the path is served by another method.
+  const Route* route = nullptr;
+  std::string methods;
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const Route& r : route_table()) {
+    if (path != r.path) continue;
+    if (method == r.method) route = &r;
+    if (methods.find(r.method) == std::string::npos) {
+      methods += (methods.empty() ? "" : " and ") + std::string(r.method);
+    }
+  }
+  const RouteKind kind = route == nullptr                   ? RouteKind::kHealth
+                         : route->kind == RouteKind::kModel ? model_route()
+                                                            : route->kind;
+  // /metrics counts a request under its row's path; POST / and /invocations under the route
+  // they resolve to.
+  std::string label = route == nullptr ? (methods.empty() ? "other" : path) : route->path;
+  if (route != nullptr && route->kind == RouteKind::kModel) {
+    label = kind == RouteKind::kEmbed    ? "/embed"
+            : kind == RouteKind::kRerank ? "/rerank"
+                                         : "/predict";
+  }
   Metrics& metrics = metrics_;
-  Respond finish = [&metrics, route, respond = std::move(respond)](HttpResponse r) {
-    metrics.request(route, r.status);
+  Respond finish = [&metrics, label, respond = std::move(respond)](HttpResponse r) {
+    metrics.request(label, r.status);
     respond(std::move(r));
   };
   try {
@@ -116,25 +180,52 @@ void Service::handle(HttpRequest req, Respond respond) {
           cat("the request has ", req.authorization_headers, " Authorization headers; send one"),
           "duplicate_authorization");
     }
-    if (!known) throw ApiError(404, "not_found", "no route " + path);
+    if (methods.empty()) throw ApiError(404, "not_found", "no route " + path);
     // HEAD is GET without the body (which the connection leaves out).
-    if (post ? req.method != "POST" : req.method != "GET" && req.method != "HEAD") {
-      throw ApiError(405, "method_not_allowed",
-                     cat(path, " accepts ", post ? "POST" : "GET and HEAD", ", not ", req.method));
+    if (route == nullptr) {
+      throw ApiError(
+          405, "method_not_allowed",
+          cat(path, " accepts ", methods,
+              methods.find("GET") != std::string::npos ? " (and HEAD)" : "", ", not ", req.method));
     }
-    if (path != "/health" && path != "/metrics" && !authorized(req)) {
+    if (route->needs_key && !authorized(req)) {
       throw ApiError(401, "unauthorized", "missing or wrong `Authorization: Bearer` key");
     }
-    if (is_predict) return predict(req, finish);  // a copy: finish answers its errors
-    if (path == "/embed") return embed(req, finish);
-    if (path == "/embed_all") return embed_all(req, finish);
-    if (path == "/similarity") return similarity(req, finish);
-    if (path == "/v1/embeddings") return openai_embed(req, finish);
-    if (path == "/rerank") return rerank(req, finish);
-    if (path == "/health") return finish(health());
-    if (path == "/tokenize") return finish(tokenize(req));
-    if (path == "/decode") return finish(decode(req));
-    if (path == "/info") return finish(info());
+    switch (kind) {  // a copy of finish: it answers their errors
+      case RouteKind::kPredict:
+      case RouteKind::kModel:
+        return predict(req, finish);
+      case RouteKind::kEmbed:
+        return embed(req, finish);
+      case RouteKind::kEmbedAll:
+        return embed_all(req, finish);
+      case RouteKind::kEmbedSparse:
+        refuse(path, "Model is not an embedding model with SPLADE pooling",
+               "a SPLADE model; bertfit serves dense embeddings at /embed");
+      case RouteKind::kSimilarity:
+        return similarity(req, finish);
+      case RouteKind::kOpenAiEmbed:
+        return openai_embed(req, finish);
+      case RouteKind::kRerank:
+        return rerank(req, finish);
+      case RouteKind::kTokenize:
+        return finish(tokenize(req));
+      case RouteKind::kDecode:
+        return finish(decode(req));
+      case RouteKind::kHealth:
+        return finish(health());
+      case RouteKind::kInfo:
+        return finish(info());
+      case RouteKind::kOpenApi: {
+        HttpResponse r;
+        r.body = openapi_document(info_.version);
+        return finish(std::move(r));
+      }
+      case RouteKind::kDocs:
+        return finish(docs_page());
+      case RouteKind::kMetrics:
+        break;
+    }
     HttpResponse r;
     r.body = metrics_.render();
     r.content_type = "text/plain; version=0.0.4";
@@ -167,16 +258,29 @@ const char* Service::task() const {
 
 bool Service::cross_encoder() const { return !embedder_ && !tagger_ && config_.num_labels == 1; }
 
+bool Service::serves(RouteKind kind) const {
+  switch (kind) {
+    case RouteKind::kPredict:
+      return !embedder_;
+    case RouteKind::kEmbed:
+    case RouteKind::kEmbedAll:
+    case RouteKind::kSimilarity:
+    case RouteKind::kOpenAiEmbed:
+      return embedder_;
+    case RouteKind::kRerank:
+      return cross_encoder();
+    case RouteKind::kEmbedSparse:
+      return false;  // no SPLADE model is served
+    default:
+      return true;
+  }
+}
+
 std::vector<std::string> Service::routes() const {
   std::vector<std::string> r;
-  if (embedder_) {
-    r = {"/embed", "/embed_all", "/similarity", "/v1/embeddings"};
-  } else {
-    r = {"/predict"};
-    if (cross_encoder()) r.emplace_back("/rerank");
-  }
-  for (const char* any : {"/tokenize", "/decode", "/health", "/info", "/metrics"}) {
-    r.emplace_back(any);
+  for (const Route& route : route_table()) {
+    const bool listed = std::find(r.begin(), r.end(), route.path) != r.end();
+    if (!listed && serves(route.kind)) r.emplace_back(route.path);
   }
   return r;
 }
@@ -278,7 +382,8 @@ void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
                                              max_input_length(), with_offsets));
     tokens += static_cast<std::int64_t>(job->inputs.back().input_ids.size());
     metrics_.input_tokens(static_cast<std::int64_t>(job->inputs.back().input_ids.size()));
-    characters += input.a.size() + (input.b ? input.b->size() : 0);
+    // TEI counts an id list's ids as its characters.
+    characters += input.ids ? input.ids->size() : input.a.size() + (input.b ? input.b->size() : 0);
   }
   if (bound) {
     const std::size_t bytes = bound(job->inputs);
@@ -286,10 +391,12 @@ void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
   }
   const double n = static_cast<double>(job->inputs.size());
   const double tokenization = seconds_since(tokenize_start) / n;
+  const std::string family = embedder_ ? "embed" : "predict";
+  metrics_.te_request(family, job->inputs.size());
   for (std::size_t i = 0; i < job->inputs.size(); ++i) metrics_.tokenization(tokenization);
   const Clock::time_point start = req.start;
   // On the compute worker: the answer is formatted there, then handed to the connections.
-  job->on_done = [this, place, respond, start, n, tokens, tokenization, characters,
+  job->on_done = [this, place, respond, start, n, tokens, tokenization, characters, family,
                   format = std::move(format)](std::shared_ptr<Job> done) {
     HttpResponse r;
     if (done->gone()) {
@@ -313,6 +420,8 @@ void Service::submit(const HttpRequest& req, std::shared_ptr<void> place,
       } else {
         const double total = seconds_since(start);
         metrics_.request_duration(total);
+        metrics_.te_success(family, done->inputs.size(), total, tokenization,
+                            done->queue_seconds / n, done->inference_seconds / n);
         r.headers = {{"x-compute-type", "cpu"},
                      {"x-compute-time", millis(total)},
                      {"x-compute-characters", std::to_string(characters)},
@@ -351,7 +460,8 @@ void Service::rerank(const HttpRequest& req, Respond respond) {
   std::string lowered;  // a lowercasing model's query (Tokenizer::input_text)
   tokenizer_.tokenize_into(tokenizer_.input_text(request.query, lowered), query, nullptr);
   std::vector<TextInput> inputs;
-  for (const std::string& text : request.texts) inputs.push_back({request.query, text});
+  for (const std::string& text : request.texts)
+    inputs.push_back({request.query, text, std::nullopt});
   auto texts = std::make_shared<std::vector<std::string>>(std::move(request.texts));
   const bool raw = request.raw_scores, with_text = request.return_text;
   submit(
@@ -442,7 +552,10 @@ HttpResponse Service::info() const {
         {"embedding",
          {{"pooling", pooling}, {"dimensions", model_head(config_).output_width(config_)}}}};
   } else {
-    model_type = {{tagger_ ? "token_classifier" : "classifier",
+    // TEI's ModelType: a one-output sequence classifier is a reranker.
+    model_type = {{tagger_           ? "token_classifier"
+                   : cross_encoder() ? "reranker"
+                                     : "classifier",
                    {{"id2label", id2label}, {"label2id", label2id}}}};
   }
   json j = {
@@ -451,11 +564,11 @@ HttpResponse Service::info() const {
       {"weights_file", info_.weights_file},
       {"weights_sha256", info_.weights_sha256},
       {"model_dtype", info_.dtype},
+      {"served_model_name", served_model_name()},
       {"model_type", model_type},
       {"task", task()},
       {"routes", routes()},
       {"architecture", config_.model_type()},
-      {"problem_type", problem},
       {"max_concurrent_requests", options_.max_concurrent_requests},
       {"max_input_length", max_input_length()},
       {"max_batch_tokens", options_.limits.max_batch_tokens},
@@ -467,6 +580,8 @@ HttpResponse Service::info() const {
       {"tokenization_workers", options_.tokenization_workers},
       {"version", info_.version},
   };
+  // An embedding model has no classification problem.
+  if (!embedder_) j["problem_type"] = problem;
   HttpResponse r;
   r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
   return r;

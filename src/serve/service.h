@@ -1,38 +1,53 @@
 // The routes of `bertfit serve`, free of any HTTP library: an HttpRequest in, an HttpResponse out
 // through a callback (at once, or from the compute worker's completion, posted back to the
-// connection threads). TEI's routes and errors:
-//   POST /predict, POST /, POST /invocations   classify (protocol.h for the body): a sequence
+// connection threads). TEI 1.9's routes and errors, all listed in one table (route_table()),
+// which the server dispatches on and from which GET /api-doc/openapi.json (OpenAPI 3) and the
+// GET /docs page are generated:
+//   POST /predict                              classify (protocol.h for the body): a sequence
 //                                              classifier answers its labels' scores per input
 //                                              (TEI's answer); a token classifier the entities
 //                                              of each text (the Hub's token-classification
 //                                              answer: entity_group, score, word, start, end in
 //                                              characters), grouped by the request's
 //                                              aggregation_strategy (default simple)
+//   POST /, POST /invocations                  the model's own route, as TEI routes them: /embed
+//                                              for an embedding model, /rerank for a one-output
+//                                              sequence classifier (a reranker), /predict for
+//                                              any other classifier
 //   POST /embed                                an embedding model's vector per input (TEI's
 //                                              /embed: normalize, truncate, prompt_name,
-//                                              dimensions)
+//                                              dimensions); inputs may be token ids
 //   POST /embed_all                            an embedding model's last layer at every token
 //                                              of each input ([CLS] and [SEP] too; no pooling,
 //                                              no normalization): TEI's /embed_all (truncate,
-//                                              prompt_name)
+//                                              prompt_name); inputs may be token ids
+//   POST /embed_sparse                         TEI's SPLADE route: bertfit serves no SPLADE
+//                                              model, so always TEI's 424 for a dense one
 //   POST /similarity                           the cosine similarity of /embed's vector of
 //                                              inputs.source_sentence with each of
 //                                              inputs.sentences (TEI's /similarity)
-//   POST /v1/embeddings                        the same in OpenAI's form (input, model,
-//                                              encoding_format float or base64, dimensions)
+//   POST /v1/embeddings, POST /embeddings      the same in OpenAI's form (input: texts or token
+//                                              ids, encoding_format float or base64,
+//                                              dimensions); `model` answers served_model_name
 //   POST /rerank                               a cross-encoder's (a one-output sequence
 //                                              classifier's) score of (query, text) per text,
 //                                              sigmoid unless raw_scores, sorted, with index
 //   POST /tokenize                             the model's tokens per input
 //   POST /decode                               the text of each id list (Tokenizer::decode;
 //                                              skip_special_tokens, default true)
-//   GET  /health                               200 while the compute worker runs and its last
+//   GET  /health, GET /, GET /ping             200 while the compute worker runs and its last
 //                                              batch did not fail; answered at once, never
 //                                              queued behind inference
-//   GET  /info                                 model, weights sha256, dtype, labels, limits,
-//                                              task and the routes the model serves
-//   GET  /metrics                              Prometheus text (metrics.h)
-// With an API key, every route but /health and /metrics needs `Authorization: Bearer KEY` (the
+//   GET  /info                                 TEI's Info (model_type classifier, reranker or
+//                                              embedding; served_model_name) and bertfit's
+//                                              additions: weights sha256, task, the routes the
+//                                              model serves
+//   GET  /metrics                              Prometheus text (metrics.h): bertfit_* and TEI's
+//                                              te_* names
+//   GET  /api-doc/openapi.json, GET /docs      the OpenAPI 3 document of route_table() and an
+//                                              HTML page of it
+// With an API key, every route but the health routes (GET /health, /, /ping), /metrics and the
+// two API documents needs `Authorization: Bearer KEY` (the
 // scheme in any case); a 401 says `WWW-Authenticate: Bearer`; a request with two Authorization
 // headers is refused (400) on every route. HEAD is answered on the GET routes (RFC 9110 §9.3.2:
 // GET's status and headers; the connection sends no body).
@@ -67,6 +82,44 @@
 #include "tokenizer/tokenizer.h"
 
 namespace bertfit::serve {
+
+// What a route does; RouteKind::kModel is POST / and /invocations, resolved by the model.
+enum class RouteKind {
+  kPredict,
+  kModel,
+  kEmbed,
+  kEmbedAll,
+  kEmbedSparse,
+  kSimilarity,
+  kOpenAiEmbed,
+  kRerank,
+  kTokenize,
+  kDecode,
+  kHealth,
+  kInfo,
+  kMetrics,
+  kOpenApi,
+  kDocs,
+};
+
+// One row of the route table: method and path, what it does, whether it needs the API key,
+// the OpenAPI summary and the name of its request body's schema ("" for none).
+struct Route {
+  const char* method;  // "GET" (HEAD too) or "POST"
+  const char* path;
+  RouteKind kind;
+  bool needs_key;
+  const char* summary;
+  const char* request_schema;
+};
+
+// Every route the server answers (what Service::handle dispatches on). Any other path is a 404,
+// any other method on a listed path a 405.
+const std::vector<Route>& route_table();
+
+// The OpenAPI 3.0 document of route_table() (GET /api-doc/openapi.json), for a server of the
+// given version.
+std::string openapi_document(const std::string& version);
 
 struct HttpRequest {
   std::string method;  // "GET", "HEAD", "POST", ...
@@ -120,6 +173,9 @@ struct ServeInfo {
   std::string weights_sha256;  // of that file
   std::string dtype;           // "float32", "bfloat16", "int8"
   std::string version;         // bertfit's
+  // TEI's served_model_name (--served-model-name): what /info and the OpenAI route's `model`
+  // say; empty: model_id.
+  std::string served_model_name;
 };
 
 class Service {
@@ -142,6 +198,9 @@ class Service {
   // What GET /info says: the pipeline task and the routes this model serves.
   const char* task() const;
   std::vector<std::string> routes() const;
+  const std::string& served_model_name() const {
+    return info_.served_model_name.empty() ? info_.model_id : info_.served_model_name;
+  }
 
  private:
   void predict(const HttpRequest& req, Respond respond);
@@ -150,6 +209,11 @@ class Service {
   void rerank(const HttpRequest& req, Respond respond);
   void embed_all(const HttpRequest& req, Respond respond);
   void similarity(const HttpRequest& req, Respond respond);
+  // The route POST / and /invocations mean for this model (TEI's routing by model type).
+  RouteKind model_route() const;
+  // Whether the model answers routes of this kind (else TEI's 424).
+  bool serves(RouteKind kind) const;
+  HttpResponse docs_page() const;
   // One of max_concurrent_requests places, held until the answer is sent (ApiError 429 if none).
   std::shared_ptr<void> take_place();
   // A one-output sequence classifier (what /rerank scores with).
@@ -165,8 +229,11 @@ class Service {
   std::string prompt_of(const std::optional<std::string>& prompt_name) const;
   // The body of an embedding answer from the vectors and the inputs' token count.
   using EmbedAnswer = std::function<std::string(std::vector<std::vector<float>>, std::int64_t)>;
-  // Embeds prompt + each text; each vector cut to `dimensions` and normalized when asked.
-  void embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
+  // With a prompt, an input of token ids becomes the prompt and the ids' text (decoded without
+  // special tokens), as TEI does; a text gets the prompt before it.
+  TextInput with_prompt(TextInput input, const std::string& prompt) const;
+  // Embeds prompt + each input; each vector cut to `dimensions` and normalized when asked.
+  void embed_texts(const HttpRequest& req, Respond respond, std::vector<TextInput> texts,
                    const std::string& prompt, bool normalize, std::optional<int> dimensions,
                    std::optional<bool> truncate, TruncationDirection direction, EmbedAnswer answer);
   // An upper bound of an answer's bytes from the encoded inputs (0: not known in advance).

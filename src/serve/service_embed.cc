@@ -63,6 +63,26 @@ std::string Service::prompt_of(const std::optional<std::string>& prompt_name) co
   return it->second;
 }
 
+TextInput Service::with_prompt(TextInput input, const std::string& prompt) const {
+  if (prompt.empty()) return input;
+  if (input.ids) {
+    std::vector<std::int32_t> ids;
+    for (std::int64_t id : *input.ids) {
+      if (id >= tokenizer_.vocab_size()) {
+        throw ApiError(
+            422, "validation",
+            cat("Input validation error: token id ", id,
+                " is not in the model's vocabulary (ids 0 to ", tokenizer_.vocab_size() - 1, ")"));
+      }
+      ids.push_back(static_cast<std::int32_t>(id));
+    }
+    input.a = tokenizer_.decode(ids, /*skip_special_tokens=*/true);
+    input.ids.reset();
+  }
+  input.a = prompt + input.a;
+  return input;
+}
+
 void Service::embed(const HttpRequest& req, Respond respond) {
   require_embedder("/embed");
   EmbedRequest request = decode_embed_request(req.body, options_.max_client_batch_size);
@@ -75,10 +95,11 @@ void Service::embed(const HttpRequest& req, Respond respond) {
 }
 
 void Service::openai_embed(const HttpRequest& req, Respond respond) {
-  require_embedder("/v1/embeddings");
+  require_embedder(req.target.substr(0, req.target.find('?')).c_str());  // or /embeddings
   OpenAiEmbedRequest request =
       decode_openai_embed_request(req.body, options_.max_client_batch_size);
-  const std::string model = request.model.empty() ? info_.model_id : request.model;
+  // As TEI: the answer names the served model whatever the request's `model` says.
+  const std::string model = served_model_name();
   const bool base64 = request.base64;
   embed_texts(
       req, std::move(respond), std::move(request.inputs), "", /*normalize=*/true,
@@ -103,7 +124,7 @@ void Service::embed_all(const HttpRequest& req, Respond respond) {
   EmbedAllRequest request = decode_embed_all_request(req.body, options_.max_client_batch_size);
   const std::string prompt = prompt_of(request.prompt_name);
   std::vector<TextInput> inputs;
-  for (std::string& text : request.inputs) inputs.push_back({prompt + text, std::nullopt});
+  for (TextInput& input : request.inputs) inputs.push_back(with_prompt(std::move(input), prompt));
   // The answer's size is known once the inputs are tokenized: every token's row of C numbers,
   // each at most kNumberBytes with its comma, a row's brackets and comma, an input's too.
   const auto C = static_cast<std::size_t>(config_.hidden);
@@ -136,9 +157,10 @@ void Service::embed_all(const HttpRequest& req, Respond respond) {
 void Service::similarity(const HttpRequest& req, Respond respond) {
   require_embedder("/similarity");
   SimilarityRequest request = decode_similarity_request(req.body, options_.max_client_batch_size);
-  std::vector<std::string> texts;
-  texts.push_back(std::move(request.source));
-  for (std::string& s : request.sentences) texts.push_back(std::move(s));
+  std::vector<TextInput> texts;
+  texts.push_back({std::move(request.source), std::nullopt, std::nullopt});
+  for (std::string& s : request.sentences)
+    texts.push_back({std::move(s), std::nullopt, std::nullopt});
   // /embed's vectors (as TEI, not normalized again: the cosine does not depend on the norms).
   embed_texts(req, std::move(respond), std::move(texts), prompt_of(request.prompt_name),
               /*normalize=*/false, std::nullopt, request.truncate, request.direction,
@@ -162,7 +184,7 @@ void Service::similarity(const HttpRequest& req, Respond respond) {
               });
 }
 
-void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<std::string> texts,
+void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<TextInput> texts,
                           const std::string& prompt, bool normalize, std::optional<int> dimensions,
                           std::optional<bool> truncate, TruncationDirection direction,
                           EmbedAnswer answer) {
@@ -175,7 +197,7 @@ void Service::embed_texts(const HttpRequest& req, Respond respond, std::vector<s
   }
   const int dims = dimensions.value_or(D);
   std::vector<TextInput> inputs;
-  for (std::string& text : texts) inputs.push_back({prompt + text, std::nullopt});
+  for (TextInput& input : texts) inputs.push_back(with_prompt(std::move(input), prompt));
   submit(req, std::move(place), inputs, truncate.value_or(options_.auto_truncate), direction,
          /*with_offsets=*/false, Output::kHead, std::move(respond),
          [D, dims, normalize, answer = std::move(answer)](const Job& done) {

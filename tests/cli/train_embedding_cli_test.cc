@@ -11,6 +11,7 @@
 // Tolerances as tests/cli/forward_cli_test.cc argues them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -107,7 +108,13 @@ std::vector<float> golden_rows_of(const std::vector<float>& v, const Safetensors
 // The golden name of our tensor: its base-model name (without the family's prefix, e.g. bert.);
 // a Dense module's tensors keep their module folder ("2_Dense.linear.weight").
 std::string golden_base(const std::string& name) {
-  return name.find("_Dense.") != std::string::npos ? name : name.substr(name.find('.') + 1);
+  // A Dense module's own names; base-model names (embeddings.*, encoder.*, pooler.*) as they
+  // are; else without the family's prefix ("bert.").
+  if (name.find("_Dense.") != std::string::npos) return name;
+  for (const char* base : {"embeddings.", "encoder.", "pooler."}) {
+    if (name.starts_with(base)) return name;
+  }
+  return name.substr(name.find('.') + 1);
 }
 
 // Our tensor `name` against golden `prefix` + golden_base(name); a golden tensor stored for some
@@ -128,11 +135,12 @@ void expect_tensors(const std::map<std::string, std::vector<float>>& ours,
   EXPECT_GT(compared, 30);
 }
 
-// The tensors of a torch.save file, read by bertfit's PyTorch reader.
+// The floating tensors of a torch.save file, read by bertfit's PyTorch reader.
 std::map<std::string, std::vector<float>> pytorch_tensors(const std::string& path) {
   const Checkpoint c = Checkpoint::open(path, CheckpointFormat::kPytorch);
   std::map<std::string, std::vector<float>> out;
   for (const CheckpointTensor& t : c.tensors()) {
+    if (!is_floating(t.dtype)) continue;  // buffers such as position_ids
     std::vector<float>& v = out[t.name];
     v.resize(t.shape.numel());
     read_f32(t, v.data());
@@ -304,7 +312,18 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
     for (const auto& [name, v] : dense_file) params["2_Dense." + name] = v;
     EXPECT_EQ(params.count("2_Dense.linear.weight"), 1u);
   }
+  // The source's tensors that an embedder does not use (BERT's pooler, a classifier head the
+  // source held) are kept as they were, bit for bit; the others trained as fit() trains them.
+  const std::string source = dir + "/model";
+  const auto source_tensors = fs::exists(source + "/pytorch_model.bin")
+                                  ? pytorch_tensors(source + "/pytorch_model.bin")
+                                  : tensors_of(source + "/model.safetensors");
   for (const auto& [name, v] : params) {
+    if (name.starts_with("pooler.") || name.find("classifier.") != std::string::npos) {
+      ASSERT_EQ(source_tensors.count(name), 1u) << name;
+      EXPECT_EQ(v, source_tensors.at(name)) << name;
+      continue;
+    }
     const std::string base = golden_base(name);
     const std::vector<float> want = read_tensor(golden, "final." + base);
     const std::vector<float> got = golden_rows_of(v, golden, base, want.size());
@@ -318,6 +337,19 @@ TEST_P(EmbeddingTrajectory, LossesAndFinalParametersMatchFit) {
     ++compared;
   }
   EXPECT_GT(compared, 30);
+  // Every tensor of the source's weights under its own name, none added (issue 46): the
+  // pooler and integer buffers (position_ids) too, so the folder round-trips.
+  auto names_of = [](const std::string& folder) {
+    const bool bin = fs::exists(folder + "/pytorch_model.bin");
+    const Checkpoint c =
+        Checkpoint::open(folder + (bin ? "/pytorch_model.bin" : "/model.safetensors"),
+                         bin ? CheckpointFormat::kPytorch : CheckpointFormat::kSafetensors);
+    std::vector<std::string> names;
+    for (const auto& t : c.tensors()) names.push_back(t.name + " " + t.shape.str());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(names_of(tmp / "out"), names_of(dir + "/model"));
   // A sentence-transformers folder with the source's modules, which embed runs.
   for (const char* f : {"modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
                         "config_sentence_transformers.json"}) {
