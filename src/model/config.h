@@ -77,6 +77,12 @@ struct RotaryConfig {
   bool operator==(const RotaryConfig&) const = default;
 };
 
+// How `init` and a new head draw their weights: BERT's _init_weights (normals of
+// initializer_range, padding rows zeroed) or ModernBERT's (normals truncated at ±cutoff·std; the
+// output projections, attention's and the FFN's Wo and the head's dense, at std/√(2·layers); the
+// classifier at hidden^-½; the padding row drawn like the others).
+enum class InitScheme { kBert, kModernBert };
+
 // The family a default-constructed config belongs to (DistilBERT).
 const ModelFamily& default_family();
 
@@ -101,6 +107,8 @@ struct ModelConfig {
                                               // "multi_label_classification"
   int pad_token_id = 0;
   double initializer_range = 0.02;
+  InitScheme init_scheme = InitScheme::kBert;
+  double initializer_cutoff = 2.0;  // initializer_cutoff_factor (kModernBert)
   // Learned absolute position embeddings added at the embeddings (DeBERTa's
   // position_biased_input; false in DeBERTa-v3, whose positions are relative only).
   bool absolute_positions = true;

@@ -45,6 +45,43 @@ void fill_normal(float* out, std::int64_t n, std::uint64_t stream_key, double st
   });
 }
 
+// The same, each value redrawn (from further counters) until it lies within ±cutoff·std, as
+// torch's trunc_normal_ bounds it.
+void fill_truncated_normal(float* out, std::int64_t n, std::uint64_t stream_key, double std_dev,
+                           double cutoff) {
+  const double bound = cutoff * std_dev;
+  parallel_for(n, 1 << 14, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      for (std::uint64_t attempt = 0;; ++attempt) {
+        const std::uint64_t counter =
+            stream_key + 2 * static_cast<std::uint64_t>(i) + (attempt << 48);
+        const double u1 = to_unit(mix64(counter)), u2 = to_unit(mix64(counter + 1));
+        const double v =
+            std_dev * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+        if (std::fabs(v) <= bound) {
+          out[i] = static_cast<float>(v);
+          break;
+        }
+      }
+    }
+  });
+}
+
+// The standard deviation of a normal tensor under the config's scheme (see InitScheme).
+double std_of(const ParamEntry& e, const ModelConfig& c) {
+  if (c.init_scheme == InitScheme::kBert) return c.initializer_range;
+  switch (e.role) {
+    case Role::kOW:
+    case Role::kFf2W:
+    case Role::kPreW:
+      return c.initializer_range / std::sqrt(2.0 * c.layers);
+    case Role::kClsW:
+      return 1.0 / std::sqrt(static_cast<double>(c.hidden));
+    default:
+      return c.initializer_range;
+  }
+}
+
 }  // namespace
 
 void init_param_tensor(const ParamLayout& layout, const ModelConfig& config,
@@ -62,10 +99,15 @@ void init_param_tensor(const ParamLayout& layout, const ModelConfig& config,
     case ParamInit::kNormal: {
       // Each tensor gets its own counter stream; mixing twice separates nearby seeds/indices.
       std::uint64_t key = mix64(mix64(seed) ^ (0x9e3779b97f4a7c15ULL * (tensor_index + 1)));
-      fill_normal(out, e.size, key, config.initializer_range);
+      if (config.init_scheme == InitScheme::kModernBert) {
+        fill_truncated_normal(out, e.size, key, std_of(e, config), config.initializer_cutoff);
+      } else {
+        fill_normal(out, e.size, key, config.initializer_range);
+      }
       break;
     }
   }
+  if (config.init_scheme == InitScheme::kModernBert) return;  // no padding row zeroed
   // nn.Embedding(padding_idx=pad) starts its padding row at zero: the word embeddings', and the
   // position embeddings' where positions count from the padding id (RoBERTa).
   const bool position_padding = config.family->position_ids == PositionIds::kAfterPadding;

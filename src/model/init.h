@@ -11,7 +11,9 @@ namespace bertfit {
 
 // Fills every tensor of `layout` as transformers' _init_weights does: ParamInit::kNormal ->
 // normal(0, initializer_range), kZero -> 0, kOne -> 1; then zeroes the [PAD] row
-// (pad_token_id) of the word embeddings. Element i of tensor t depends only on (seed, t, i).
+// (pad_token_id) of the word embeddings. ModernBERT's scheme (InitScheme::kModernBert) instead
+// truncates the normals and scales them by role, and keeps the padding row. Element i of tensor
+// t depends only on (seed, t, i).
 void init_params(const ParamLayout& layout, const ModelConfig& config, std::uint64_t seed,
                  float* params);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -35,7 +36,7 @@ std::map<std::string, Shape> float_tensors(const std::string& path) {
 // shapes), leaving out only non-parameter integer buffers such as position_ids.
 TEST(Init, SavedTensorSetEqualsTheGoldenFolders) {
   fs::path tmp = fs::temp_directory_path() / cat("bertfit_init_test_", ::getpid());
-  for (const char* model : {"distilbert-tiny", "bert-tiny"}) {
+  for (const char* model : {"distilbert-tiny", "bert-tiny", "modernbert-tiny"}) {
     std::string golden = kGolden + model + "/model";
     ModelState state(load_model_config(golden + "/config.json"));
     init_params(state.layout, state.config, 7, state.params.data());
@@ -131,6 +132,43 @@ TEST(Init, DeterministicAcrossThreadCounts) {
   const std::size_t idx = &q - a.layout.entries().data();
   init_param_tensor(d.layout, config, idx, 123, d.params.data());
   EXPECT_EQ(std::memcmp(a.params.data() + q.offset, d.params.data() + q.offset, q.size * 4), 0);
+}
+
+// ModernBERT's _init_weights: normals truncated at ±initializer_cutoff_factor·std, Wo of
+// attention and FFN and the head's dense at std/√(2·layers), the classifier at hidden^-½,
+// Wqkv/Wi/embeddings at initializer_range, the padding row drawn like the others.
+TEST(Init, ModernBertScheme) {
+  ModelConfig c = load_model_config(kGolden + "modernbert-tiny/model/config.json");
+  c.hidden = 256;
+  c.heads = 4;
+  c.intermediate = 384;
+  c.layers = 8;
+  c.initializer_range = 0.02;
+  ModelState state(c);
+  init_params(state.layout, state.config, 3, state.params.data());
+  const double out_std = 0.02 / std::sqrt(16.0), cls_std = 1.0 / 16.0;
+  for (const ParamEntry& e : state.layout.entries()) {
+    if (e.init != ParamInit::kNormal) continue;
+    const double want = e.role == Role::kOW || e.role == Role::kFf2W || e.role == Role::kPreW
+                            ? out_std
+                        : e.role == Role::kClsW ? cls_std
+                                                : 0.02;
+    const float* v = state.params.data() + e.offset;
+    double sq = 0, worst = 0;
+    for (std::int64_t i = 0; i < e.size; ++i) {
+      sq += double{v[i]} * v[i];
+      worst = std::max(worst, std::fabs(double{v[i]}));
+    }
+    EXPECT_LE(worst, 2.0 * want) << e.name;  // truncated at 2σ
+    // A normal truncated at ±2σ has standard deviation 0.880σ.
+    const double sd = std::sqrt(sq / e.size);
+    if (e.size >= 1000) {
+      EXPECT_NEAR(sd, 0.880 * want, 0.1 * want) << e.name;
+    }
+  }
+  const ParamEntry& word = state.layout.entry(Role::kWordEmb);
+  const float* pad = state.params.data() + word.offset + std::int64_t{c.pad_token_id} * c.hidden;
+  EXPECT_NE(std::count(pad, pad + c.hidden, 0.0f), c.hidden) << "the padding row is drawn";
 }
 
 }  // namespace

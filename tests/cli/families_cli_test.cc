@@ -54,6 +54,24 @@ std::vector<std::map<int, double>> serve_scores(
   return out;
 }
 
+// The folder serve runs for a golden model: the model itself, or for ModernBERT a copy whose
+// max_position_embeddings is the golden batch's T, so that serve's "truncate" cuts the pairs where
+// the golden batch cut them (its 8,192 rotary positions would keep whole pairs; rotary positions
+// do not depend on that number otherwise).
+std::string serve_folder(const std::string& model, const TempDir& tmp) {
+  const std::string folder = golden(model) + "/model";
+  nlohmann::json config = nlohmann::json::parse(read_text(folder + "/config.json"));
+  if (config["model_type"] != "modernbert") return folder;
+  const std::string copy = tmp / "serve-model";
+  if (!fs::exists(copy)) {
+    fs::copy(folder, copy);
+    const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
+    config["max_position_embeddings"] = batch["input_ids"][0].size();
+    write_text(copy + "/config.json", config.dump(2));
+  }
+  return copy;
+}
+
 GoldenPairs golden_pairs(const std::string& model) {
   const nlohmann::json batch = nlohmann::json::parse(read_text(golden(model) + "/batch.json"));
   SafetensorsFile f = SafetensorsFile::open(golden(model) + "/golden.safetensors");
@@ -101,7 +119,7 @@ TEST(FamiliesCli, PredictAndServeGiveTransformersProbabilities) {
             << "row " << i << " label " << k;
       }
     }
-    ServeProcess server("--model " + folder + " --max-batch-tokens 4096");
+    ServeProcess server("--model " + serve_folder(model, tmp) + " --max-batch-tokens 4096");
     ASSERT_TRUE(server.started()) << server.err();
     const std::vector<std::map<int, double>> scores = serve_scores(server, g.texts);
     ASSERT_EQ(scores.size(), g.texts.size());
@@ -141,7 +159,7 @@ TEST(FamiliesCli, ServeInBf16AndInt8AnswersAsPredict) {
     const GoldenPairs g = golden_pairs(model);
     for (auto [precision, bound] : {std::pair{"bf16", 3e-3}, std::pair{"int8", 3e-2}}) {
       SCOPED_TRACE(precision);
-      ServeProcess server("--model " + golden(model) + "/model --precision " + precision);
+      ServeProcess server("--model " + serve_folder(model, tmp) + " --precision " + precision);
       ASSERT_TRUE(server.started()) << server.err();
       const std::vector<std::map<int, double>> scores = serve_scores(server, g.texts);
       ASSERT_EQ(scores.size(), g.texts.size());

@@ -49,10 +49,13 @@ void modernbert_defaults(ModelConfig& c) {
   c.classifier_pooling = Pooling::kCls;
   c.classifier_bias = false;
   c.pooler_activation = Activation::kGelu;
+  c.init_scheme = InitScheme::kModernBert;
+  c.initializer_cutoff = 2.0;
 }
 
 void read_modernbert_keys(const ConfigReader& r, ModelConfig& c) {
   c.layer_norm_eps = r.non_negative_or("norm_eps", 1e-5, true);
+  c.initializer_cutoff = r.non_negative_or("initializer_cutoff_factor", 2.0, true);
   c.structure.norm_bias = r.bool_or("norm_bias", false);
   c.structure.attention_bias = r.bool_or("attention_bias", false);
   c.structure.mlp_bias = r.bool_or("mlp_bias", false);
@@ -82,6 +85,7 @@ void read_modernbert_keys(const ConfigReader& r, ModelConfig& c) {
 
 void write_modernbert_keys(const ModelConfig& c, nlohmann::json& j) {
   j["norm_eps"] = c.layer_norm_eps;
+  j["initializer_cutoff_factor"] = c.initializer_cutoff;
   j["norm_bias"] = c.structure.norm_bias;
   j["attention_bias"] = c.structure.attention_bias;
   j["mlp_bias"] = c.structure.mlp_bias;
