@@ -15,10 +15,6 @@
 
 namespace bertfit {
 
-// Forward FLOPs for B sequences of T tokens. `first_only_last_layer`: as bertfit executes by
-// default (ModelInput::full_last_layer false), the last layer's attention computes one query
-// row per sequence and its output projection and FFN run on B rows; false counts every token
-// (what a framework computing all hidden states, like the peer, executes).
 // The rows of the relative embeddings that the distances of T tokens reach (c2p's and p2c's
 // together): the R of attention_relative.cc's per-head c2p and p2c products.
 inline double relative_rows_reached(const ModelConfig& c, std::int64_t T) {
@@ -46,7 +42,7 @@ inline double forward_flops(const ModelConfig& c, std::int64_t B, std::int64_t T
   const bool rel = RelativePositions::used(c);
   const double R = rel ? relative_rows_reached(c, T) : 0.0;
   auto layer = [&](double rows, double queries) {
-    return 2 * (B * T) * C * 3 * C        // fused QKV projection (every token)
+    return 2 * (B * T) * C * 3 * C        // fused QKV projection (every token: keys, values)
            + 2 * 2 * B * queries * T * C  // q·kᵀ and p·v over all heads
            + (rel && c.relative.c2p ? 2 * B * queries * R * C : 0.0)  // c2p: q · pkᵀ
            + (rel && c.relative.p2c ? 2.0 * B * T * R * C : 0.0)      // p2c: k · pqᵀ (every key)
