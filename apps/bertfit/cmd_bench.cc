@@ -218,7 +218,7 @@ void run(const BenchOptions& o) {
   // (every token of every layer, as the peer computes them).
   const double flops = train ? train_step_flops(c, B, T) : forward_flops(c, B, T);
   const double full_flops =
-      train ? train_step_flops(c, B, T, false) : forward_flops(c, B, T, false);
+      train ? train_step_flops(c, B, T, false) : forward_flops(c, B, T, false, true);
   // Peak RSS of the steps, read before the second peak measurement allocates its matrices.
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);

@@ -233,6 +233,37 @@ TEST(BertModel, UnreadRangesAreNotRead) {
   }
 }
 
+// DeBERTa's relative-position projections read each layer's query and key weights, which
+// unread_ranges() names once prepared for inference: the forward reads the projections the
+// weights made at prepare() (ModelWeights::relative_projection) and so reads none of them.
+TEST(BertModel, RelativeProjectionsReadNoUnreadRange) {
+  for (Precision precision : {Precision::kF32, Precision::kBF16, Precision::kInt8}) {
+    if (precision == Precision::kBF16 && !has_native_bf16()) continue;
+    if (precision == Precision::kInt8 && !has_int8_vnni()) continue;
+    ModelConfig c = small_test_config(model_family("deberta-v2"), 3);
+    ASSERT_TRUE(c.relative.enabled);
+    ParamLayout layout(c);
+    AlignedBuffer<float> params(layout.total());
+    init_params(layout, c, 5, params.data());
+    BertModel model(c, layout, precision);
+    ModelWeights weights = model.make_weights();
+    weights.prepare(params.data(), /*with_backward=*/false);
+    ASSERT_NE(weights.relative_projection(0), nullptr);
+    Batch batch(c);
+    Activations acts;
+    model.forward(weights, batch.input(), DropoutState{}, acts);
+    const std::vector<float> before(acts.logits.data(), acts.logits.data() + 3 * c.num_labels);
+    const auto ranges = weights.unread_ranges();
+    EXPECT_FALSE(ranges.empty());
+    for (const auto& [offset, count] : ranges) {
+      std::fill_n(params.data() + offset, count, std::numeric_limits<float>::quiet_NaN());
+    }
+    model.forward(weights, batch.input(), DropoutState{}, acts);
+    EXPECT_EQ(std::vector<float>(acts.logits.data(), acts.logits.data() + 3 * c.num_labels),
+              before);
+  }
+}
+
 TEST(BertModelDeathTest, BackwardWithoutBackwardStateAborts) {
   ModelConfig c = small_test_config(model_family("distilbert"), 2);
   ParamLayout layout(c);

@@ -79,16 +79,25 @@ void RelativePositions::resize(const ModelConfig& c, Activations& a, bool traini
   grow(a.d_rel_pos, P * 2 * C);
 }
 
-void RelativePositions::forward(Activations& a) const {
-  const ModelConfig& c = w_.config();
-  const std::int64_t P = rows(c), C = c.hidden;
+namespace {
+
+// rel (P,C) = LN(rel_embeddings), or the table itself without norm_rel_ebd.
+void normalize_table(const ModelWeights& w, float* rel, float* mean, float* rstd) {
+  const ModelConfig& c = w.config();
+  const std::int64_t P = RelativePositions::rows(c), C = c.hidden;
   if (c.relative.layer_norm) {
-    layernorm_forward(a.rel.data(), a.rel_mean.data(), a.rel_rstd.data(), w_(Role::kRelEmb),
-                      w_(Role::kRelLnW), w_(Role::kRelLnB), P, static_cast<int>(C),
-                      static_cast<float>(c.layer_norm_eps));
+    layernorm_forward(rel, mean, rstd, w(Role::kRelEmb), w(Role::kRelLnW), w(Role::kRelLnB), P,
+                      static_cast<int>(C), static_cast<float>(c.layer_norm_eps));
   } else {
-    std::memcpy(a.rel.data(), w_(Role::kRelEmb), sizeof(float) * P * C);
+    std::memcpy(rel, w(Role::kRelEmb), sizeof(float) * P * C);
   }
+}
+
+}  // namespace
+
+void RelativePositions::forward(Activations& a) const {
+  normalize_table(w_, a.rel.data(), a.rel_mean.data(), a.rel_rstd.data());
+  const ModelConfig& c = w_.config();
   a.rel_c2p_rows = relative_rows(c, a.T, /*p2c=*/false);
   a.rel_p2c_rows = relative_rows(c, a.T, /*p2c=*/true);
 }
@@ -96,6 +105,9 @@ void RelativePositions::forward(Activations& a) const {
 RelativeScores RelativePositions::project(const LayerRun& run, int l, Activations& a) const {
   const ModelConfig& c = w_.config();
   const std::int64_t P = rows(c), C = c.hidden;
+  if (run.p_hidden == 0.0f && w_.relative_projection(l) != nullptr) {
+    return scores_at(w_.relative_projection(l), a);
+  }
   float* in = a.rel.data();
   if (run.p_hidden > 0.0f) {  // StableDropout(hidden_dropout_prob) on the embeddings, per layer
     in = a.rel_drop_of(l);
@@ -105,10 +117,26 @@ RelativeScores RelativePositions::project(const LayerRun& run, int l, Activation
   return scores(l, a);
 }
 
+void RelativePositions::project_all(AlignedBuffer<float>& out) const {
+  const ModelConfig& c = w_.config();
+  const std::int64_t P = rows(c), C = c.hidden;
+  AlignedBuffer<float> rel(static_cast<std::size_t>(P * C)), mean(static_cast<std::size_t>(P)),
+      rstd(static_cast<std::size_t>(P));
+  normalize_table(w_, rel.data(), mean.data(), rstd.data());
+  const auto n = static_cast<std::size_t>(c.layers * P * 2 * C);
+  if (out.size() != n) out.resize(n);
+  for (int l = 0; l < c.layers; ++l) {
+    qk_product(w_, l).forward(Rows{out.data() + l * P * 2 * C}, Rows{rel.data()}, P);
+  }
+}
+
 RelativeScores RelativePositions::scores(int l, Activations& a) const {
+  return scores_at(a.rel_pos_of(l), a);
+}
+
+RelativeScores RelativePositions::scores_at(const float* pos, Activations& a) const {
   const ModelConfig& c = w_.config();
   const RelativeAttentionConfig& r = c.relative;
-  const float* pos = a.rel_pos_of(l);
   const double types = 1.0 + (r.c2p ? 1 : 0) + (r.p2c ? 1 : 0);
   return {pos,
           pos + c.hidden,

@@ -44,8 +44,13 @@ class RelativePositions {
 
   // a.rel = LN(rel_embeddings); the row tables for a.T.
   void forward(Activations& a) const;
-  // Layer l's [pq | pk] into a.rel_pos_of(l), and the scores its attention adds.
+  // Layer l's [pq | pk] into a.rel_pos_of(l), and the scores its attention adds. Without
+  // dropout, when the weights hold the projections (ModelWeights::relative_projection, prepared
+  // for inference), those are read instead: the same values, computed once per prepare().
   RelativeScores project(const LayerRun& run, int l, Activations& a) const;
+  // Every layer's [pq | pk] of the normalized table without dropout, layer after layer (L, P,
+  // 2C), into out (resized): what ModelWeights::prepare keeps for inference.
+  void project_all(AlignedBuffer<float>& out) const;
   // The scores layer l's attention adds, from what project() left (forward and backward).
   RelativeScores scores(int l, Activations& a) const;
   // From a.d_rel_pos (layer l's attention backward wrote it): the q and k products' gradients
@@ -55,6 +60,8 @@ class RelativePositions {
   void backward(float* grads, Activations& a, GradsReady& ready) const;
 
  private:
+  RelativeScores scores_at(const float* pos, Activations& a) const;
+
   const ModelWeights& w_;
 };
 

@@ -3,6 +3,7 @@
 #include "model/weights.h"
 
 #include "base/check.h"
+#include "model/relative_positions.h"
 
 namespace bertfit {
 
@@ -54,6 +55,19 @@ void ModelWeights::prepare(const float* params, bool with_backward) {
       bf16_[i].prepare(w, p.N, p.K, with_backward);
     }
   }
+  // After the products: the projections read the query and key weights in fp32, which a
+  // serving process may discard once prepared (unread_ranges).
+  if (!with_backward && RelativePositions::used(config_)) {
+    RelativePositions(*this).project_all(rel_proj_);
+  } else {
+    rel_proj_ = AlignedBuffer<float>();
+  }
+}
+
+const float* ModelWeights::relative_projection(int l) const {
+  if (rel_proj_.size() == 0) return nullptr;
+  const std::int64_t per_layer = RelativePositions::rows(config_) * 2 * config_.hidden;
+  return rel_proj_.data() + l * per_layer;
 }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> ModelWeights::unread_ranges() const {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned.h"
 #include "gemm/gemm.h"
 #include "model/config.h"
 #include "model/linear.h"
@@ -50,6 +51,12 @@ class ModelWeights {
   // and v fused, (3C,C)), bound to its weight, bias and prepared form.
   Linear linear(Role r, int l = 0) const;
 
+  // DeBERTa's relative-position projections of layer l ([pq | pk], (P, 2C), as
+  // RelativePositions::project makes them without dropout), made by prepare() without backward:
+  // derived state like the prepared products, so that inference does not project the P
+  // relative embeddings in every forward (they depend on the weights alone). Null otherwise.
+  const float* relative_projection(int l) const;
+
  private:
   // Whether product p has a prepared form in this precision (int8: the quantized ones; fp32:
   // all, without backward; bf16: all).
@@ -64,6 +71,7 @@ class ModelWeights {
   std::vector<PreparedWeightBf16> bf16_;  // bf16
   std::vector<PreparedWeightInt8> int8_;  // int8
   std::vector<PreparedWeightF32> f32_;    // fp32 without backward
+  AlignedBuffer<float> rel_proj_;         // layers × (P, 2C); empty unless computed
 };
 
 }  // namespace bertfit
