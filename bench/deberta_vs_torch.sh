@@ -11,9 +11,9 @@
 #          ONNX Runtime 1.30 on the same class exported by torch.onnx and quantised as
 #          ../shared/peer/run-ort-peer's --int8 (bench/deberta_peer.py export-onnx --int8,
 #          ../shared/peer/ort_bench.mjs).
-# Prints every measurement as a JSON line on stderr, then a Markdown table of the medians over
-# ROUNDS rounds and of each round's own ratio (peer ms / bertfit ms: above 1, bertfit is faster),
-# with the smallest and largest round's ratio.
+# Prints every measurement as a JSON line on stderr, then bench/round_ratios.py's Markdown table
+# (medians over ROUNDS rounds; each round's own ratio peer ms / bertfit ms, above 1 bertfit is
+# faster, with the smallest and largest).
 #   bench/deberta_vs_torch.sh
 #   ROUNDS=2 PARTS="train" bench/deberta_vs_torch.sh
 # Variables (defaults): ROUNDS (2), PARTS ("train int8"), BATCH (32), T (128), INT8_T (64),
@@ -78,16 +78,6 @@ for r in $(seq "$rounds"); do
     fi
   done
 done
-python3 - "$out" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1])]
-what = {"train": "bf16 training step (bertfit vs PyTorch autocast)", "int8": "int8 latency 1 sequence (bertfit vs ONNX Runtime)"}
-print("| measurement | bertfit ms (median) | peer ms (median) | peer / bertfit (median of rounds) | min – max |")
-print("|---|---|---|---|---|")
-for part in dict.fromkeys(r[1] for r in rows):
-    ms = {e: {int(r[0]): float(r[3]) for r in rows if r[1] == part and r[2] == e} for e in ("bertfit", "peer")}
-    ratios = [ms["peer"][k] / ms["bertfit"][k] for k in ms["bertfit"] if k in ms["peer"]]
-    print(f"| {what[part]} | {statistics.median(ms['bertfit'].values()):.1f} | "
-          f"{statistics.median(ms['peer'].values()):.1f} | {statistics.median(ratios):.2f} | "
-          f"{min(ratios):.2f} – {max(ratios):.2f} |")
-PY
+python3 "$root/bench/round_ratios.py" "$out" \
+  train="bf16 training step (bertfit vs PyTorch autocast)" \
+  int8="int8 latency 1 sequence (bertfit vs ONNX Runtime)"

@@ -139,6 +139,13 @@ void run_init(const InitOptions& o) {
       is_directory(vocab_source) ? load_tokenizer(vocab_source) : load_tokenizer_file(vocab_source);
   const std::int64_t tokens = tokenizer->vocab_size();  // the largest id + 1
   if (!vocab_size_set && !vocab_size_in_file) hf["vocab_size"] = tokens;
+  // The padding id is the tokenizer's [PAD] unless given (ModernBERT-base's default 50283 is
+  // its own tokenizer's, beyond a smaller one's vocabulary).
+  const bool pad_given =
+      std::any_of(o.sets.begin(), o.sets.end(),
+                  [](const std::string& s) { return s.rfind("pad_token_id=", 0) == 0; }) ||
+      (!o.config.empty() && read_json_file(o.config).contains("pad_token_id"));
+  if (!pad_given && tokenizer->pad_id() >= 0) hf["pad_token_id"] = tokenizer->pad_id();
 
   const std::string source = o.config.empty() ? "the --arch defaults with --set" : o.config;
   ModelConfig config = parse_model_config_json(hf, source);

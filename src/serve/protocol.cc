@@ -376,16 +376,9 @@ Encoding encode_tokens(const Tokenizer& tokenizer, std::vector<std::int32_t> a,
                      cat("Input validation error: `inputs` must have less than ", max_len,
                          " tokens. Given: ", total));
     }
-    // longest_first: one token at a time from the longer text, from b on ties.
-    std::size_t keep_a = a.size(), keep_b = b ? b->size() : 0;
-    const std::size_t budget = static_cast<std::size_t>(max_len) - specials;
-    while (keep_a + keep_b > budget) {
-      if (keep_a > keep_b) {
-        --keep_a;
-      } else {
-        --keep_b;
-      }
-    }
+    // longest_first as the tokenizer cuts a pair (its slow or its fast library's rule).
+    const auto [keep_a, keep_b] = tokenizer.kept_lengths(
+        a.size(), b ? b->size() : 0, b.has_value(), static_cast<std::size_t>(max_len) - specials);
     auto cut = [direction](auto& items, std::size_t keep) {
       if (items.size() <= keep) return;  // also offsets not asked for (empty)
       if (direction == TruncationDirection::kRight) {

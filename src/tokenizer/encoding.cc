@@ -76,6 +76,34 @@ Encoding Tokenizer::encode(std::string_view a, std::optional<std::string_view> b
                   with_offsets && b ? &b_offsets : nullptr, max_len);
 }
 
+std::pair<std::size_t, std::size_t> Tokenizer::kept_lengths(std::size_t la, std::size_t lb,
+                                                            bool pair, std::size_t budget) const {
+  if (la + lb <= budget) return {la, lb};
+  if (!pair) return {budget, 0};
+  if (truncation_ == PairTruncation::kHalves) {
+    // The tokenizers library's truncate_encodings (LongestFirst) with its lengths n1 <= n2.
+    const bool swap = la > lb;
+    std::size_t n1 = swap ? lb : la, n2;
+    n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+    if (n1 + n2 > budget) {
+      n1 = budget / 2;
+      n2 = n1 + budget % 2;
+    }
+    if (swap) std::swap(n1, n2);
+    return {std::min(la, n1), std::min(lb, n2)};
+  }
+  // longest_first as transformers 4.28 runs it: one token at a time from the longer sequence,
+  // from the second one when both are equally long.
+  for (std::size_t remove = la + lb - budget; remove > 0; --remove) {
+    if (la > lb) {
+      --la;
+    } else {
+      --lb;
+    }
+  }
+  return {la, lb};
+}
+
 Encoding Tokenizer::encode_ids(std::vector<std::int32_t> a,
                                std::optional<std::vector<std::int32_t>> b, int max_len,
                                std::vector<TokenOffset>* a_offsets,
@@ -97,34 +125,7 @@ Encoding Tokenizer::assemble(std::vector<std::int32_t> a, std::vector<TokenOffse
                 specials, " special tokens alone");
   }
   const std::size_t budget = static_cast<std::size_t>(max_len - specials);
-  std::size_t la = a.size(), lb = pair ? b->size() : 0;
-  if (la + lb > budget) {
-    if (!pair) {
-      la = budget;
-    } else if (truncation_ == PairTruncation::kHalves) {
-      // The tokenizers library's truncate_encodings (LongestFirst) with its lengths n1 <= n2.
-      const bool swap = la > lb;
-      std::size_t n1 = swap ? lb : la, n2;
-      n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
-      if (n1 + n2 > budget) {
-        n1 = budget / 2;
-        n2 = n1 + budget % 2;
-      }
-      if (swap) std::swap(n1, n2);
-      la = std::min(la, n1);
-      lb = std::min(lb, n2);
-    } else {
-      // longest_first as transformers 4.28 runs it: one token at a time from the longer
-      // sequence, from the second one when both are equally long.
-      for (std::size_t remove = la + lb - budget; remove > 0; --remove) {
-        if (la > lb) {
-          --la;
-        } else {
-          --lb;
-        }
-      }
-    }
-  }
+  const auto [la, lb] = kept_lengths(a.size(), pair ? b->size() : 0, pair, budget);
   Encoding e;
   e.truncated_tokens = static_cast<std::int64_t>(a.size() + (pair ? b->size() : 0) - la - lb);
   const std::size_t total = la + lb + static_cast<std::size_t>(specials);

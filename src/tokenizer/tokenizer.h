@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/kind.h"
@@ -127,6 +128,10 @@ class Tokenizer {
   Encoding encode_ids(std::vector<std::int32_t> a, std::optional<std::vector<std::int32_t>> b,
                       int max_len, std::vector<TokenOffset>* a_offsets = nullptr,
                       std::vector<TokenOffset>* b_offsets = nullptr) const;
+  // The tokens a text of la (and a second of lb) tokens keep under a budget for both (max_len
+  // less the special tokens), by pair_truncation()'s rule; a single text keeps the budget.
+  std::pair<std::size_t, std::size_t> kept_lengths(std::size_t la, std::size_t lb, bool pair,
+                                                   std::size_t budget) const;
   // Number of special tokens the template adds: 2 for a single text; 3 (BERT) or 4 (RoBERTa)
   // for a pair; kTemplate: the ids of its special pieces.
   int num_special_tokens(bool pair) const;
