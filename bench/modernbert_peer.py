@@ -46,8 +46,18 @@ def report(a, mode, bf16, times):
                       "ms_per_step": times[len(times) // 2] * 1e3, "ms_min": times[0] * 1e3}))
 
 
+def layer_norm_in_fp32():
+    # torch 1.13's CPU autocast leaves layer_norm to its inputs' types, and the compat layer's
+    # LayerNorm(bias=False) then meets a bf16 input with an fp32 weight (an error): the norm runs
+    # in fp32 on the input cast up, as autocast does on GPUs and torch >= 2 on CPUs.
+    def forward(self, x):
+        return F.layer_norm(x.float(), self.normalized_shape, self.weight, self.bias, self.eps)
+    torch.nn.LayerNorm.forward = forward
+
+
 def cmd_bench_train(a):
     torch.set_num_threads(a.threads)
+    layer_norm_in_fp32()
     m = load(a)
     m.train()
     opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
