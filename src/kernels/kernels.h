@@ -14,6 +14,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/attention_blockwise.h"
 #include "kernels/cast.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"

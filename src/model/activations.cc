@@ -21,7 +21,9 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::int64_t N = std::int64_t{batch} * tokens;
   const std::int64_t C = c.hidden, I = c.intermediate, F = c.ffn_inner(), H = c.heads;
   const bool gated = c.structure.gated_ffn, pre_norm = c.structure.pre_norm;
-  const std::int64_t attn = std::int64_t{batch} * H * tokens * tokens;
+  // Per layer: the probabilities (B,H,T,T), or blockwise each row's log-sum-exp (B,H,T).
+  const bool blockwise = blockwise_attention(c);
+  const std::int64_t attn = std::int64_t{batch} * H * tokens * (blockwise ? 1 : tokens);
   const bool need_f32 = !bf16, need_hidden = keep_hidden;
   const bool share = !for_training && !keep_hidden;
   if (RelativePositions::used(c)) RelativePositions::resize(c, *this, for_training);
@@ -68,7 +70,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   const std::span<LayerActivations> used(layers.data(), share ? 1 : layers.size());
   if (!need_hidden || bf16_) grow(shared_hidden, rows * C);
   for (auto& l : used) {
-    grow(l.probs, capacity_attn_);
+    grow(blockwise ? l.lse : l.probs, capacity_attn_);
     grow(l.res1, rows * C);
     grow(l.mean1, rows);
     grow(l.rstd1, rows);
@@ -108,6 +110,7 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
   if (bf16_) {
     grow(shared_att, rows * C);
     for (auto& l : used) {
+      if (blockwise && training_) grow(l.att_padded, rows * C);
       grow(l.x_bf16, rows * C);
       grow(l.att_bf16, rows * C);
       grow(l.h1_bf16, rows * C);
@@ -127,6 +130,8 @@ void Activations::resize(const ModelConfig& c, int batch, int tokens, bool for_t
     }
   }
 }
+
+bool blockwise_attention(const ModelConfig& config) { return config.rotary.enabled; }
 
 QuantizedRows Activations::quantized(QuantizedSlot& slot) {
   return int8_now_ ? slot.rows() : QuantizedRows{};

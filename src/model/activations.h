@@ -31,7 +31,12 @@ void grow(AlignedBuffer<T>& b, std::int64_t n) {
 struct LayerActivations {
   AlignedBuffer<float> qkv;           // (N,3C) fused q|k|v projections (fp32; int8: in ff1's
                                       // buffer instead when attention reads qkv_bf16)
-  AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout
+  AlignedBuffer<float> probs;         // (B,H,T,T) attention probabilities before dropout (plain
+                                      // attention; none with blockwise attention)
+  AlignedBuffer<float> lse;           // (B,H,T) blockwise attention: each query row's
+                                      // log-sum-exp of its scores (kernels/attention_blockwise.h)
+  AlignedBuffer<float> att_padded;    // (B·T,C) blockwise attention in bf16 training: the
+                                      // attention output in the padded layout (its backward's O)
   AlignedBuffer<float> att;           // (N,C) attention output, heads concatenated (fp32 only)
   AlignedBuffer<float> res1;          // (N,C) x + dropout(att·Woᵀ + bo): input of LayerNorm 1
   AlignedBuffer<float> mean1, rstd1;  // (N)
@@ -54,6 +59,11 @@ struct LayerActivations {
   AlignedBuffer<std::uint16_t> qkv_bf16;  // (N,3C) qkv, the same (int8 too, on a CPU with
                                           // native bf16: attention's operand)
 };
+
+// Whether the config's layers run blockwise attention (kernels/attention_blockwise.h: no T × T
+// buffer, the per-row log-sum-exp kept for backward instead of the probabilities): the
+// rotary (ModernBERT) layers, whose inputs reach 8,192 tokens.
+bool blockwise_attention(const ModelConfig& config);
 
 // What a head keeps (model/head.h): R rows, B for heads on the first tokens. Each head uses the
 // buffers its formula needs.

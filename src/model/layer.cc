@@ -73,6 +73,26 @@ void attend_backward(float* dqkv, const float* dout, Rows qkv, const float* prob
   attention_backward(dqkv, dout, qkv.f32, probs, run.mask, shape, run.p_attn, key);
 }
 
+// Blockwise attention (kernels/attention_blockwise.h): lse instead of the probabilities.
+void attend_blockwise(float* out, float* lse, Rows qkv, const LayerRun& run, AttentionShape shape,
+                      std::uint64_t key) {
+  if (qkv.bf16 != nullptr) {
+    return attention_blockwise_forward(out, lse, qkv.bf16, run.mask, shape, run.p_attn, key);
+  }
+  attention_blockwise_forward(out, lse, qkv.f32, run.mask, shape, run.p_attn, key);
+}
+
+// out: the forward's attention output (padded layout).
+void attend_blockwise_backward(float* dqkv, const float* dout, Rows qkv, const float* out,
+                               const float* lse, const LayerRun& run, AttentionShape shape,
+                               std::uint64_t key) {
+  if (qkv.bf16 != nullptr) {
+    return attention_blockwise_backward(dqkv, dout, qkv.bf16, out, lse, run.mask, shape, run.p_attn,
+                                        key);
+  }
+  attention_blockwise_backward(dqkv, dout, qkv.f32, out, lse, run.mask, shape, run.p_attn, key);
+}
+
 // x's rows from element `at` on (its fp32 and bf16 forms; a quantized slot is per row).
 Rows offset(Rows x, std::int64_t at) {
   return {x.f32 != nullptr ? x.f32 + at : nullptr, x.bf16 != nullptr ? x.bf16 + at : nullptr};
@@ -371,14 +391,32 @@ void EncoderLayer::forward_pre_norm(const LayerRun& run, Activations& a) const {
   AttentionShape shape = run.shape;
   if (c.rotary.enabled) shape.window = c.rotary.window_half(l);
   if (first_only) shape.max_queries = 1;
-  attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs), nullptr);
+  // Blockwise attention's backward reads its output in the padded layout: bf16 training keeps
+  // it in att_padded (att is shared by the layers), fp32 unpacks att again.
+  const bool blockwise = blockwise_attention(c);
+  float* att_padded = blockwise && a.for_backward && a.bf16_now() ? s.att_padded.data() : att.f32;
+  if (blockwise) {
+    attend_blockwise(att_padded, s.lse.data(), qkv, run, shape, key(kSiteAttentionProbs));
+  } else {
+    attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs), nullptr);
+  }
   std::int64_t M = N;
   const float* xr = x.f32;  // the residual input, (M,C)
   if (first_only) {
     M = B;
-    pack_rows(att.f32, a.first_rows.data(), B, C);
+    if (att_padded != att.f32) {
+      gather_rows(att.f32, att_padded, a.first_rows.data(), B, C);
+    } else {
+      pack_rows(att.f32, a.first_rows.data(), B, C);
+    }
     gather_rows(a.first_x.data(), x.f32, a.cls_rows.data(), B, C);
     xr = a.first_x.data();
+  } else if (att_padded != att.f32) {
+    if (a.packed) {
+      gather_rows(att.f32, att_padded, a.token_rows.data(), N, C);
+    } else {
+      std::copy_n(att_padded, padded * C, att.f32);
+    }
   } else if (a.packed) {
     pack_rows(att.f32, a.token_rows.data(), N, C);
   }
@@ -473,8 +511,23 @@ void EncoderLayer::backward_pre_norm(const LayerRun& run, float* grads, Activati
   } else if (a.packed) {
     unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
   }
-  attend_backward(a.d_qkv.data(), a.d_att.data(), qkv, s.probs.data(), run, shape,
-                  key(kSiteAttentionProbs), nullptr, nullptr);
+  if (blockwise_attention(c)) {
+    // The forward's output in the padded layout: att_padded (bf16), or att unpacked in place
+    // (fp32; Wo's backward above was its last reader).
+    const float* o = att.f32;
+    if (a.bf16_now()) {
+      o = s.att_padded.data();
+    } else if (first_only) {
+      unpack_rows(att.f32, a.first_rows.data(), B, padded, C);
+    } else if (a.packed) {
+      unpack_rows(att.f32, a.token_rows.data(), N, padded, C);
+    }
+    attend_blockwise_backward(a.d_qkv.data(), a.d_att.data(), qkv, o, s.lse.data(), run, shape,
+                              key(kSiteAttentionProbs));
+  } else {
+    attend_backward(a.d_qkv.data(), a.d_att.data(), qkv, s.probs.data(), run, shape,
+                    key(kSiteAttentionProbs), nullptr, nullptr);
+  }
   if (c.rotary.enabled) {
     rotary_backward(a.d_qkv.data(), rotary_for(c, l, a), padded, C, c.heads);
   }

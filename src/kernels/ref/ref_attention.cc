@@ -45,7 +45,17 @@ void attention_forward(double* out, double* probs, const double* qkv, const std:
     for (int j = 0; j < T; ++j) any_real = any_real || mask[b * T + j] != 0;
     for (int h = 0; h < s.H; ++h) {
       for (int i = 0; i < T; ++i) {
-        // score_j = (q_i / √D) · k_j over real keys; softmax over real keys only.
+        // The keys row i sees: the real ones, within the window when it has one and some real
+        // key lies inside it (else every real key, as the fast kernels).
+        bool in_window = false;
+        for (int j = 0; j < T; ++j) {
+          in_window = in_window || (mask[b * T + j] != 0 && std::abs(i - j) <= s.window);
+        }
+        auto seen = [&](int j) {
+          return mask[b * T + j] != 0 &&
+                 (s.window < 0 || !in_window || std::abs(i - j) <= s.window);
+        };
+        // score_j = (q_i / √D) · k_j over the keys seen; softmax over them only.
         double mx = -INFINITY;
         for (int j = 0; j < T; ++j) {
           score[j] = 0.0;
@@ -66,13 +76,13 @@ void attention_forward(double* out, double* probs, const double* qkv, const std:
             }
             score[j] += sc * rel->scale;
           }
-          if (mask[b * T + j] != 0) mx = std::max(mx, score[j]);
+          if (seen(j)) mx = std::max(mx, score[j]);
         }
         double sum = 0.0;
-        for (int j = 0; j < T; ++j) sum += mask[b * T + j] != 0 ? std::exp(score[j] - mx) : 0.0;
+        for (int j = 0; j < T; ++j) sum += seen(j) ? std::exp(score[j] - mx) : 0.0;
         for (int j = 0; j < T; ++j) {
           double prob = 1.0 / T;  // no real key: HF's all-finfo.min row is uniform
-          if (any_real) prob = mask[b * T + j] != 0 ? std::exp(score[j] - mx) / sum : 0.0;
+          if (any_real) prob = seen(j) ? std::exp(score[j] - mx) / sum : 0.0;
           if (s.query_mask && mask[b * T + i] == 0) prob = 0.0;  // DeBERTa's XSoftmax
           probs[ix.prob(b, h, i, j)] = prob;
         }
