@@ -49,21 +49,21 @@ torch_py() {
 shape() {  # part -> "batch seq_len"
   case $1 in train128) echo "32 128" ;; *) echo "8 1024" ;; esac
 }
-run() {  # round part engine
+run() {  # round part engine; a run that fails (out of memory) is recorded as nan
   local json b t
   read -r b t < <(shape "$2")
   case $2/$3 in
     train*/bertfit) json=$("$bertfit" bench train --model "$model" --precision bf16 --batch-size "$b" \
-      --seq-len "$t" --threads "$threads" --steps "$bertfit_steps" --warmup 1 --no-peak 2>/dev/null | tail -1) ;;
+      --seq-len "$t" --threads "$threads" --steps "$bertfit_steps" --warmup 1 --no-peak 2>/dev/null | tail -1) || json='{"failed": true}' ;;
     train*/peer) json=$(torch_py bench-train --batch-size "$b" --seq-len "$t" --warmup 1 \
-      --steps "$torch_steps" 2>/dev/null | tail -1) ;;
+      --steps "$torch_steps" 2>/dev/null | tail -1) || json='{"failed": true}' ;;
     infer*/bertfit) json=$("$bertfit" bench infer --model "$model" --precision fp32 --batch-size "$b" \
-      --seq-len "$t" --threads "$threads" --steps "$bertfit_steps" --warmup 1 --no-peak 2>/dev/null | tail -1) ;;
+      --seq-len "$t" --threads "$threads" --steps "$bertfit_steps" --warmup 1 --no-peak 2>/dev/null | tail -1) || json='{"failed": true}' ;;
     infer*/peer) json=$(torch_py bench-infer --batch-size "$b" --seq-len "$t" --warmup 1 \
-      --steps "$torch_steps" 2>/dev/null | tail -1) ;;
+      --steps "$torch_steps" 2>/dev/null | tail -1) || json='{"failed": true}' ;;
   esac
   echo "$json" >&2
-  echo "$1 $2 $3 $(echo "$json" | python3 -c 'import json,sys; j=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(j.get("ms_per_step", j.get("latency_ms_median")))')" >>"$out"
+  echo "$1 $2 $3 $(echo "$json" | python3 -c 'import json,sys; j=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(j.get("ms_per_step", j.get("latency_ms_median", "nan")))')" >>"$out"
 }
 for r in $(seq "$rounds"); do
   for part in $parts; do
