@@ -66,7 +66,11 @@ CheckpointMatch match_checkpoint(const Checkpoint& checkpoint, const ParamLayout
   for (const auto& t : checkpoint.tensors()) {
     any_prefixed = any_prefixed || starts_with(t.name, prefix);
   }
-  match.base_model_names = !any_prefixed && checkpoint.find("embeddings.word_embeddings.weight");
+  // The base model's own names (BertModel, ModernBertModel: what sentence-transformers saves):
+  // the family's word embeddings without the prefix.
+  const EmbeddingNames& emb = config.family->embeddings;
+  const std::string word = std::string(emb.prefix).substr(prefix.size()) + emb.word + ".weight";
+  match.base_model_names = !any_prefixed && checkpoint.find(word);
   auto checkpoint_name = [&](const std::string& name) {
     return match.base_model_names && starts_with(name, prefix) ? name.substr(prefix.size()) : name;
   };

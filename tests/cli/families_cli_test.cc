@@ -281,6 +281,62 @@ TEST(FamiliesCli, TrajectoryFromAJsonlFileMatchesTransformers) {
   }
 }
 
+// A sentence-transformers folder over ModernBERT (the base model's tensors under ModernBertModel's
+// names, as sentence-transformers saves them; mean pooling; max_seq_length 40), built here from
+// modernbert-tiny: `embed` gives transformers' ModernBertModel mean-pooled last_hidden_state
+// (tests/fixtures/modernbert_st.json, make_modernbert_st_fixture.py).
+TEST(FamiliesCli, EmbedOverAModernBertSentenceTransformersFolder) {
+  TempDir tmp;
+  const std::string src = golden("modernbert-tiny") + "/model", st = tmp / "st";
+  fs::create_directories(st + "/1_Pooling");
+  const std::map<std::string, std::vector<float>> all = tensors_of(src + "/model.safetensors");
+  const SafetensorsFile file = SafetensorsFile::open(src + "/model.safetensors");
+  std::vector<TensorToWrite> base;
+  for (const auto& [name, values] : all) {
+    if (name.rfind("model.", 0) != 0) continue;  // the head and classifier are not the embedder's
+    base.push_back({name.substr(6), SafetensorsDType::kF32, file.find(name)->shape, values.data()});
+  }
+  write_safetensors(st + "/model.safetensors", base);
+  nlohmann::json config = nlohmann::json::parse(read_text(src + "/config.json"));
+  config["architectures"] = {"ModernBertModel"};
+  write_text(st + "/config.json", config.dump(2));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    fs::copy(src + "/" + f, st + "/" + f);
+  }
+  write_text(
+      st + "/modules.json",
+      R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  write_text(st + "/1_Pooling/config.json",
+             R"({"word_embedding_dimension": 32, "pooling_mode_cls_token": false,
+"pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false,
+"pooling_mode_mean_sqrt_len_tokens": false})");
+  write_text(st + "/sentence_bert_config.json",
+             R"({"max_seq_length": 40, "do_lower_case": false})");
+  const nlohmann::json want = nlohmann::json::parse(
+      read_text(std::string(BERTFIT_SOURCE_DIR) + "/tests/fixtures/modernbert_st.json"));
+  std::string texts;
+  for (const nlohmann::json& row : want["rows"])
+    texts += nlohmann::json{{"text", row["text"]}}.dump() + "\n";
+  write_text(tmp / "texts.jsonl", texts);
+  RunResult r = run_bertfit("embed --model " + st + " --input " + (tmp / "texts.jsonl") +
+                            " --text-a-column text --truncate");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::size_t i = 0;
+  for (std::string line; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, want["rows"].size());
+    const nlohmann::json got = nlohmann::json::parse(line)["embedding"];
+    const nlohmann::json& expected = want["rows"][i]["embedding"];
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      // fp32 sums in another order (measured ≤ 1.2e-7 on vectors of norm ~1).
+      EXPECT_NEAR(got[k].get<double>(), expected[k].get<double>(), 1e-5) << "row " << i;
+    }
+  }
+  EXPECT_EQ(i, want["rows"].size());
+}
+
 TEST(FamiliesCli, InspectNamesTheFamily) {
   for (auto [model, type, cls] :
        {std::tuple{"roberta-tiny", "roberta", "RobertaForSequenceClassification"},
