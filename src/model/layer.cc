@@ -103,6 +103,47 @@ void unpack(Rows x, const std::int64_t* rows, std::int64_t R, std::int64_t N, in
   unpack_rows(x.f32, rows, R, N, C);
 }
 
+// Attention's output (padded rows, in `from`: att itself or another buffer) back to token rows
+// in att: the B first tokens (the last layer when the head reads no more) or all N. Returns the
+// row count M and the residual input at those rows (x, or its first tokens gathered).
+struct TokenRows {
+  std::int64_t M;
+  const float* residual;
+};
+TokenRows to_token_rows(Activations& a, const float* from, float* att, const float* x,
+                        bool first_only, int C) {
+  const int B = a.B;
+  if (first_only) {
+    if (from != att) {
+      gather_rows(att, from, a.first_rows.data(), B, C);
+    } else {
+      pack_rows(att, a.first_rows.data(), B, C);
+    }
+    gather_rows(a.first_x.data(), x, a.cls_rows.data(), B, C);
+    return {B, a.first_x.data()};
+  }
+  if (from != att) {
+    if (a.packed) {
+      gather_rows(att, from, a.token_rows.data(), a.N, C);
+    } else {
+      std::copy_n(from, std::int64_t{B} * a.T * C, att);
+    }
+  } else if (a.packed) {
+    pack_rows(att, a.token_rows.data(), a.N, C);
+  }
+  return {a.N, x};
+}
+
+// The reverse for a tensor of token rows (C wide), in place: to the padded layout.
+void to_padded_rows(Activations& a, float* rows, bool first_only, int C) {
+  const std::int64_t padded = std::int64_t{a.B} * a.T;
+  if (first_only) {
+    unpack_rows(rows, a.first_rows.data(), a.B, padded, C);
+  } else if (a.packed) {
+    unpack_rows(rows, a.token_rows.data(), a.N, padded, C);
+  }
+}
+
 // The dropout on the attention output projection, in the families that have it (BERT's
 // BertSelfOutput; DistilBERT has none).
 float attention_output_dropout(const ModelConfig& c, const LayerRun& run) {
@@ -253,16 +294,7 @@ void EncoderLayer::forward(const LayerRun& run, Activations& a) const {
   attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs),
          RelativePositions::used(c) ? &rel : nullptr);
   // Back to token rows: M of them, the B first tokens or all N.
-  std::int64_t M = N;
-  const float* xr = x.f32;  // the residual input, (M,C)
-  if (first_only) {
-    M = B;
-    pack_rows(att.f32, a.first_rows.data(), B, C);
-    gather_rows(a.first_x.data(), x.f32, a.cls_rows.data(), B, C);
-    xr = a.first_x.data();
-  } else if (a.packed) {
-    pack_rows(att.f32, a.token_rows.data(), N, C);
-  }
+  const auto [M, xr] = to_token_rows(a, att.f32, att.f32, x.f32, first_only, C);
   // r1 = x + Drop(a·Woᵀ + bo); h1 = LN1(r1): one pass after the product (int8: within its
   // last pass, and quantizing h1 for ff1 as it goes, Linear::forward's `then`).
   const float* ln1_w = w_(Role::kLn1W, l);
@@ -302,7 +334,7 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   if (c.structure.pre_norm) return backward_pre_norm(run, grads, a, ready);
   const ParamLayout& lay = w_.layout();
   const int l = l_, B = a.B, C = c.hidden;
-  const std::int64_t N = a.N, padded = std::int64_t{B} * a.T;
+  const std::int64_t N = a.N;
   const DropoutState& d = *run.dropout;
   auto key = [&](DropoutSite site) { return dropout_key(d.seed, d.step, d.micro, l, site); };
   LayerActivations& s = a.layer(l);
@@ -341,15 +373,11 @@ void EncoderLayer::backward(const LayerRun& run, float* grads, Activations& a,
   ready.done();
   // a = Attn(qkv), on the padded layout.
   AttentionShape shape = run.shape;
-  if (first_only) {
-    shape.max_queries = 1;
-    // The B rows back to the token rows: d_att to the padded first rows, the residual's
-    // gradient d_in to the first tokens' rows (zero elsewhere).
-    unpack_rows(a.d_att.data(), a.first_rows.data(), B, padded, C);
-    unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
-  } else if (a.packed) {
-    unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
-  }
+  // d_att to the padded layout; with the first tokens only, the residual's gradient d_in to
+  // their rows (zero elsewhere).
+  if (first_only) shape.max_queries = 1;
+  to_padded_rows(a, a.d_att.data(), first_only, C);
+  if (first_only) unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
   const bool relative = RelativePositions::used(c);
   RelativeScores rel;
   if (relative) rel = RelativePositions(w_).scores(l, a);
@@ -400,26 +428,7 @@ void EncoderLayer::forward_pre_norm(const LayerRun& run, Activations& a) const {
   } else {
     attend(att.f32, s.probs.data(), qkv, run, shape, key(kSiteAttentionProbs), nullptr);
   }
-  std::int64_t M = N;
-  const float* xr = x.f32;  // the residual input, (M,C)
-  if (first_only) {
-    M = B;
-    if (att_padded != att.f32) {
-      gather_rows(att.f32, att_padded, a.first_rows.data(), B, C);
-    } else {
-      pack_rows(att.f32, a.first_rows.data(), B, C);
-    }
-    gather_rows(a.first_x.data(), x.f32, a.cls_rows.data(), B, C);
-    xr = a.first_x.data();
-  } else if (att_padded != att.f32) {
-    if (a.packed) {
-      gather_rows(att.f32, att_padded, a.token_rows.data(), N, C);
-    } else {
-      std::copy_n(att_padded, padded * C, att.f32);
-    }
-  } else if (a.packed) {
-    pack_rows(att.f32, a.token_rows.data(), N, C);
-  }
+  const auto [M, xr] = to_token_rows(a, att_padded, att.f32, x.f32, first_only, C);
   // h = x + Drop(a·Woᵀ + bo) (res1); LN2(h) into h1, the FFN's input.
   const float* ln2_w = w_(Role::kLn2W, l);
   const float* ln2_b = w_.maybe(Role::kLn2B, l);
@@ -504,23 +513,17 @@ void EncoderLayer::backward_pre_norm(const LayerRun& run, float* grads, Activati
   // a = Attn(rot(qkv)), on the padded layout.
   AttentionShape shape = run.shape;
   if (c.rotary.enabled) shape.window = c.rotary.window_half(l);
-  if (first_only) {
-    shape.max_queries = 1;
-    unpack_rows(a.d_att.data(), a.first_rows.data(), B, padded, C);
-    unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
-  } else if (a.packed) {
-    unpack_rows(a.d_att.data(), a.token_rows.data(), N, padded, C);
-  }
+  if (first_only) shape.max_queries = 1;
+  to_padded_rows(a, a.d_att.data(), first_only, C);
+  if (first_only) unpack_rows(a.d_in.data(), a.cls_rows.data(), B, N, C);
   if (blockwise_attention(c)) {
     // The forward's output in the padded layout: att_padded (bf16), or att unpacked in place
     // (fp32; Wo's backward above was its last reader).
     const float* o = att.f32;
     if (a.bf16_now()) {
       o = s.att_padded.data();
-    } else if (first_only) {
-      unpack_rows(att.f32, a.first_rows.data(), B, padded, C);
-    } else if (a.packed) {
-      unpack_rows(att.f32, a.token_rows.data(), N, padded, C);
+    } else {
+      to_padded_rows(a, att.f32, first_only, C);
     }
     attend_blockwise_backward(a.d_qkv.data(), a.d_att.data(), qkv, o, s.lse.data(), run, shape,
                               key(kSiteAttentionProbs));
